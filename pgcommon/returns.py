@@ -1,0 +1,213 @@
+"""Reward-to-go for REINFORCE, and the normalisation applied to it before the loss.
+
+Both twins (``legacy_graph`` and ``eager``) feed the same numpy returns into their losses,
+so the returns are computed once here, in float64, outside TensorFlow; they carry no
+gradient by construction.
+
+Layout is time-major throughout: ``[T]`` for one environment, ``[T, N]`` for ``N``
+parallel environments stepped in lock-step.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+__all__ = ["discounted_returns", "normalize"]
+
+
+def _index_text(index: tuple[int, ...]) -> str:
+    """``"2, 1"`` for a 2-D index, ``"2"`` for a 1-D one.
+
+    The form a user types to look the entry up (``rewards[2, 1]``), not numpy's tuple repr.
+    """
+    return ", ".join(str(int(i)) for i in index)
+
+
+def _check_shape(
+    array: np.ndarray, expected_shape: tuple[int, ...], name: str, ref_name: str
+) -> None:
+    """Raises ValueError unless ``array`` has exactly the shape of ``ref_name``.
+
+    Exact equality, not broadcast-compatibility: a ``[T]`` flag array broadcast against
+    ``[T, N]`` rewards would silently give every env the same episode boundaries.
+    """
+    if array.shape != tuple(expected_shape):
+        raise ValueError(
+            f"{name} has shape {array.shape} but {ref_name} has shape {tuple(expected_shape)}"
+        )
+
+
+def _check_finite(array: np.ndarray, name: str, where: np.ndarray | None = None) -> None:
+    """Raises ValueError naming the first (C-order) non-finite entry of ``array``.
+
+    If ``where`` (bool, shape of ``array``) is given, only those entries are checked: the
+    others are padding that never reaches the result.
+    """
+    bad = ~np.isfinite(array)
+    if where is not None:
+        bad &= where
+    if bad.any():
+        index = tuple(np.argwhere(bad)[0])
+        raise ValueError(
+            f"{name}[{_index_text(index)}] is {array[index]} (non-finite); "
+            f"{int(bad.sum())} non-finite entries in total"
+        )
+
+
+def _check_not_both(a: np.ndarray, b: np.ndarray, a_name: str, b_name: str) -> None:
+    """Raises ValueError at the first step where both flags are set.
+
+    gymnasium never reports both for one step; if a caller does, whether to bootstrap there
+    is ambiguous, so refuse rather than silently pick one.
+    """
+    both = a & b
+    if both.any():
+        index = tuple(np.argwhere(both)[0])
+        raise ValueError(
+            f"{a_name} and {b_name} are both set at [{_index_text(index)}]; "
+            "a step ends an episode in at most one way"
+        )
+
+
+def _as_flags(
+    flags: ArrayLike, name: str, shape: tuple[int, ...], ref_name: str
+) -> np.ndarray:
+    """``flags`` as a bool array, after checking it has the shape of ``ref_name``."""
+    flags = np.asarray(flags)
+    _check_shape(flags, shape, name, ref_name)
+    # `!= 0` so that 0/1 integer or float flags (as some vector envs return) read as bools.
+    return flags != 0
+
+
+def discounted_returns(
+    rewards: ArrayLike,
+    terminated: ArrayLike,
+    truncated: ArrayLike,
+    gamma: float,
+    bootstrap: ArrayLike | None = None,
+) -> np.ndarray:
+    """Discounted reward-to-go within each episode (Monte-Carlo returns, Williams 1992).
+
+    For every step t, with ``r_t = rewards[t]`` and ``v_tp1 = bootstrap[t]``::
+
+        G_t = r_t                     if terminated[t]          (true end: nothing follows)
+        G_t = r_t + gamma * v_tp1     if truncated[t]           (time limit: value of s_t+1)
+        G_t = r_t + gamma * v_tp1     if t == T-1, not ended    (rollout cut mid-episode)
+        G_t = r_t + gamma * G_{t+1}   otherwise                 (episode continues)
+
+    With gamma = 0 this is ``rewards``; with gamma = 1 and no bootstrap it is the
+    undiscounted sum of the rewards left in the episode.
+
+    Args:
+        rewards: float array ``[T]`` or ``[T, N]`` (time-major); r_t, the reward of step t.
+            Finite.
+        terminated: bool array, shape of ``rewards``; the episode truly ended at step t.
+        truncated: bool array, shape of ``rewards``; the episode was cut by a time limit at
+            step t. Never set together with ``terminated`` at the same step.
+        gamma: python float in [0, 1]; the discount per step.
+        bootstrap: optional float array, shape of ``rewards``; v_tp1, the value estimate of
+            the state reached after step t. Read only where ``truncated[t]`` and at
+            t = T-1 of an episode still running; ignored elsewhere. Default: zeros.
+
+    Returns:
+        float64 array, shape of ``rewards``: G_t. Plain numpy, so it carries no gradient.
+        T = 0 gives an empty array.
+
+    Raises:
+        ValueError: naming the argument (and the first bad index) if ``rewards`` is not
+            1-D or 2-D, another array's shape differs from that of ``rewards``, ``gamma`` is
+            non-finite or outside [0, 1], ``rewards`` or ``bootstrap`` holds a non-finite
+            value, or ``terminated`` and ``truncated`` are both set at one step.
+    """
+    r_t = np.asarray(rewards, dtype=np.float64)
+    if r_t.ndim not in (1, 2):
+        raise ValueError(
+            f"rewards must be 1-D [T] or 2-D [T, N] (time-major), got shape {r_t.shape}"
+        )
+    shape = r_t.shape
+    terminated_t = _as_flags(terminated, "terminated", shape, "rewards")
+    truncated_t = _as_flags(truncated, "truncated", shape, "rewards")
+    if bootstrap is None:
+        v_tp1 = np.zeros(shape, dtype=np.float64)
+    else:
+        v_tp1 = np.asarray(bootstrap, dtype=np.float64)
+        _check_shape(v_tp1, shape, "bootstrap", "rewards")
+    gamma = float(gamma)
+    if not (math.isfinite(gamma) and 0.0 <= gamma <= 1.0):
+        raise ValueError(f"gamma must be a finite number in [0, 1], got {gamma}")
+    _check_finite(r_t, "rewards")
+    _check_finite(v_tp1, "bootstrap")
+    _check_not_both(terminated_t, truncated_t, "terminated", "truncated")
+
+    g_t = np.empty(shape, dtype=np.float64)
+    if shape[0] == 0:
+        return g_t
+    # The last row has no G_{t+1} inside the array: an episode still running there was cut
+    # by the rollout length, which bootstraps exactly like a time-limit truncation.
+    cut_t = truncated_t.copy()
+    cut_t[-1] |= ~terminated_t[-1]
+    ends_t = terminated_t | cut_t
+    # What follows step t when the episode does not go on inside the array: 0 after a true
+    # end, the value estimate after a cut.
+    tail_t = np.where(cut_t, v_tp1, 0.0)
+    # One reverse pass over T; each row is a vector over the N environments.
+    g_tp1 = np.zeros(shape[1:], dtype=np.float64)
+    for t in range(shape[0] - 1, -1, -1):
+        g_tp1 = r_t[t] + gamma * np.where(ends_t[t], tail_t[t], g_tp1)
+        g_t[t] = g_tp1
+    return g_t
+
+
+def normalize(
+    x: ArrayLike, eps: float = 1e-8, mask: ArrayLike | None = None
+) -> np.ndarray:
+    """Standardises ``x`` to zero mean and unit standard deviation.
+
+        out = (x - mean) / (std + eps)
+
+    Applied to the returns before the policy-gradient loss so that the step size does not
+    depend on the reward scale. ``std`` is the population standard deviation (ddof = 0).
+
+    Args:
+        x: float array of any shape; finite wherever it is counted (see ``mask``).
+        eps: python float >= 0; keeps a constant input from dividing by zero.
+        mask: optional bool array, shape of ``x``. If given, mean and std are taken over
+            the entries where it is True only (real steps, not padding), and entries where
+            it is False come back as 0 whatever they hold.
+
+    Returns:
+        float64 array, shape of ``x``. A constant input, or a mask with no True entry,
+        gives zeros, never NaN.
+
+    Raises:
+        ValueError: if ``eps`` is negative or non-finite, ``mask``'s shape differs from
+            ``x``'s, or a counted entry of ``x`` is non-finite (naming its index).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    eps = float(eps)
+    if not (math.isfinite(eps) and eps >= 0.0):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    if mask is None:
+        counted = np.ones(x.shape, dtype=bool)
+    else:
+        counted = np.asarray(mask)
+        _check_shape(counted, x.shape, "mask", "x")
+        counted = counted != 0
+    _check_finite(x, "x", where=counted)
+
+    out = np.zeros(x.shape, dtype=np.float64)
+    values = x[counted]
+    if values.size == 0:
+        return out
+    lo, hi = values.min(), values.max()
+    # For a constant input the summed mean can miss the value by an ulp, which divided by
+    # eps alone would leave ~1e-9 instead of 0 (and NaN with eps = 0); use the value itself.
+    mean = lo if lo == hi else values.mean()
+    std = np.sqrt(np.mean(np.square(values - mean)))
+    if std + eps == 0.0:
+        # Only reachable with eps = 0 on a constant input: every value is its mean.
+        return out
+    out[counted] = (values - mean) / (std + eps)
+    return out
