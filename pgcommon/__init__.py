@@ -5,3 +5,4 @@ initial numpy weights, configuration and input validation. Importing it register
 ``BatteryArbitrage-v0`` environment with gymnasium.
 """
 __version__ = "0.1.0"
+from pgcommon import battery as _battery  # noqa: E402,F401  (registers BatteryArbitrage-v0)

@@ -1,0 +1,136 @@
+"""Seeded gymnasium vector environments for the rollouts of both twins."""
+from __future__ import annotations
+
+from typing import Literal
+
+import gymnasium
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+import pgcommon.battery  # noqa: F401  (registers BatteryArbitrage-v0)
+from pgcommon.history import HistoryWindow
+
+Vectorization = Literal["auto", "vector", "sync", "async"]
+
+SUPPORTED_HINT = (
+    "supported: any registered gymnasium env with Box observations and Discrete or Box "
+    "actions, e.g. CartPole-v1, Pendulum-v1, BatteryArbitrage-v0"
+)
+
+_MODES = {"vector": "vector_entry_point", "sync": "sync", "async": "async"}
+
+
+def make_vec_env(
+    env_id: str,
+    num_envs: int = 1,
+    seed: int = 0,
+    history: int = 1,
+    vectorization: Vectorization = "auto",
+) -> gymnasium.vector.VectorEnv:
+    """Build ``num_envs`` copies of ``env_id`` as one vector env, seeded but not yet reset.
+
+    The seed is recorded as ``envs.pgtwin_seed``; the first collect must call
+    ``envs.reset(seed=envs.pgtwin_seed)``, which seeds sub-env i with ``seed + i`` in the
+    "sync" and "async" modes (so env i replays ``gymnasium.make(env_id)`` reset with
+    ``seed + i``). A hand-vectorised env ("vector" mode, e.g. CartPole) draws all its envs
+    from one generator seeded with ``seed``: deterministic, but not per-env equal to single
+    envs. The action spaces are seeded with ``seed`` here (sub-env i's with ``seed + i``).
+
+    Autoreset is gymnasium's NEXT_STEP mode: after env i reports ``terminated | truncated``,
+    the next ``step`` returns its reset observation with reward 0 and both flags False, and
+    ignores its action for that step. Rollouts must mask that transition out.
+
+    Args:
+        env_id: a registered gymnasium id with a Box observation space and a Discrete or
+            Box action space.
+        num_envs: number of parallel envs N, >= 1.
+        seed: base seed (python int).
+        history: K >= 1. With K > 1 observations are float [N, K, obs_dim], the last K
+            observations oldest first, zero-padded after each reset (see ``HistoryWindow``);
+            with K = 1 they stay float [N, obs_dim].
+        vectorization: "vector" uses the env's own vectorised class (``vector_entry_point``,
+            fastest), "sync" steps copies in this process, "async" steps them in worker
+            processes (for slow, CPU-heavy envs), "auto" picks "vector" where the env has
+            one and "sync" otherwise.
+
+    Returns:
+        A ``gymnasium.vector.VectorEnv`` with attributes ``pgtwin_seed``, ``pgtwin_env_id``
+        and ``pgtwin_history``.
+
+    Raises:
+        ValueError: unknown ``env_id``; unsupported observation or action space; bad
+            ``num_envs``, ``history`` or ``vectorization``; an env without autoreset mode
+            NEXT_STEP.
+    """
+    if isinstance(num_envs, bool) or int(num_envs) != num_envs or num_envs < 1:
+        raise ValueError(f"num_envs must be an integer >= 1, got num_envs={num_envs!r}")
+    if isinstance(history, bool) or int(history) != history or history < 1:
+        raise ValueError(f"history must be an integer >= 1, got history={history!r}")
+    if vectorization not in ("auto", *_MODES):
+        raise ValueError(
+            f"vectorization must be one of 'auto', 'vector', 'sync', 'async', "
+            f"got vectorization={vectorization!r}"
+        )
+    try:
+        spec = gymnasium.spec(env_id)
+    except gymnasium.error.Error as err:
+        raise ValueError(f"unknown env id {env_id!r} ({err}); {SUPPORTED_HINT}") from err
+
+    has_vector = spec.vector_entry_point is not None
+    if vectorization == "vector" and not has_vector:
+        raise ValueError(
+            f"vectorization='vector' needs an env with a vector_entry_point; {env_id!r} has "
+            f"none, use 'sync' or 'async'"
+        )
+    if vectorization == "auto":
+        vectorization = "vector" if has_vector else "sync"
+
+    envs = gymnasium.make_vec(env_id, int(num_envs), vectorization_mode=_MODES[vectorization])
+    try:
+        _check_spaces(env_id, envs)
+        _check_autoreset(env_id, envs)
+    except ValueError:
+        envs.close()
+        raise
+
+    envs.action_space.seed(seed)
+    envs.single_action_space.seed(seed)
+    for i, env in enumerate(getattr(envs.unwrapped, "envs", ())):
+        env.action_space.seed(seed + i)  # sync mode only; async copies live in workers
+
+    if history > 1:
+        envs = HistoryWindow(envs, int(history))
+    # Recorded, not applied: the first collect resets with it, so nothing is consumed here.
+    envs.pgtwin_seed = seed
+    envs.pgtwin_env_id = env_id
+    envs.pgtwin_history = int(history)
+    return envs
+
+
+def _check_spaces(env_id: str, envs: gymnasium.vector.VectorEnv) -> None:
+    """Raise ValueError unless observations are Box and actions Discrete or Box."""
+    obs_space = envs.single_observation_space
+    if not isinstance(obs_space, spaces.Box):
+        raise ValueError(
+            f"{env_id!r} has observation space {obs_space}, which is not a Box; {SUPPORTED_HINT}"
+        )
+    act_space = envs.single_action_space
+    if not isinstance(act_space, (spaces.Discrete, spaces.Box)):
+        raise ValueError(
+            f"{env_id!r} has action space {act_space}, which is neither Discrete nor Box; "
+            f"{SUPPORTED_HINT}"
+        )
+
+
+def _check_autoreset(env_id: str, envs: gymnasium.vector.VectorEnv) -> None:
+    """Raise ValueError unless the vector env autoresets in NEXT_STEP mode.
+
+    The rollout code and ``HistoryWindow`` both assume that an ended env returns its reset
+    observation on the following step.
+    """
+    mode = envs.metadata.get("autoreset_mode")
+    if mode is None or AutoresetMode(mode) is not AutoresetMode.NEXT_STEP:
+        raise ValueError(
+            f"{env_id!r}: vector env autoreset_mode is {mode!r}, but pgtwin rollouts need "
+            f"{AutoresetMode.NEXT_STEP!r}"
+        )
