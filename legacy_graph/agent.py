@@ -1,0 +1,193 @@
+"""REINFORCE, the TF1 way: one ``tf.Graph``, placeholders, ``tf.gradients``, one ``Session``.
+
+Mirrors ``eager/agent.py`` method for method. Everything lives in the agent's own graph and
+session, so this twin runs in the same process as the eager one without
+``disable_eager_execution()``. Hot paths go through ``Session.make_callable``, which skips
+``Session.run``'s per-call feed/fetch parsing.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from pgcommon import policy_inputs
+from pgcommon.advantages import TrainInputs, training_inputs
+from pgcommon.config import ReinforceConfig
+from pgcommon.errors import DisconnectedGradientError
+from pgcommon.rollout import Batch
+from pgcommon.specs import PolicySpec, check_weights, init_weights
+
+from legacy_graph import distributions, network
+from legacy_graph.loss import reinforce_loss
+from legacy_graph.optimizers import make_optimizer
+
+tf1 = tf.compat.v1
+
+
+def checked_gradients(loss: tf.Tensor, variables: dict[str, tf.Variable]) -> list[tf.Tensor]:
+    """``tf.gradients(loss, variables)``, raising ``DisconnectedGradientError`` on any None."""
+    grads = tf.gradients(loss, list(variables.values()))
+    missing = [name for name, g in zip(variables, grads) if g is None]
+    if missing:
+        raise DisconnectedGradientError(missing)
+    return grads
+
+
+class ReinforceAgent:
+    """A REINFORCE learner built as a TF1 graph.
+
+    Args:
+      spec: the policy; computed in ``config.dtype`` (the config decides the dtype).
+      config: hyperparameters.
+      weights: initial numpy weights by canonical name; ``init_weights(spec, seed)`` if None.
+      seed: seeds the initial weights (when ``weights`` is None).
+    """
+
+    impl = "graph"
+
+    def __init__(self, spec: PolicySpec, config: ReinforceConfig = ReinforceConfig(),
+                 weights: dict[str, np.ndarray] | None = None, seed: int = 0):
+        self.spec = spec.with_dtype(config.dtype)
+        self.config = config
+        weights = init_weights(self.spec, seed) if weights is None else weights
+        weights = check_weights(self.spec, weights)
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            self._build()
+        self.session = tf1.Session(graph=self.graph)
+        self.session.run(self._init_op)
+        self.set_weights(weights)
+        self._dist_params_fn = self.session.make_callable(self.params, [self.obs_ph])
+
+    # ----------------------------------------------------------------- graph
+    def _build(self) -> None:
+        spec, dtype = self.spec, self.spec.dtype
+        self.variables = network.create_variables(spec)
+        self.obs_ph = tf1.placeholder(dtype, [None, *spec.obs_shape], name="obs")
+        act_shape = [None] if spec.is_discrete else [None, spec.action_size]
+        self.actions_ph = tf1.placeholder(tf.int64 if spec.is_discrete else dtype, act_shape,
+                                          name="actions")
+        self.advantages_ph = tf1.placeholder(dtype, [None], name="advantages")
+        self.weights_ph = tf1.placeholder(dtype, [None], name="weights")
+
+        self.params = network.dist_params(spec, self.variables, self.obs_ph)
+        self.log_probs = distributions.log_prob(spec, self.params, self.actions_ph)
+        self.entropies = distributions.entropy(spec, self.params)
+        self.entropy = tf.reduce_sum(self.weights_ph * self.entropies)
+        self.loss = reinforce_loss(self.log_probs, self.advantages_ph, self.weights_ph,
+                                   self.entropies, self.config.entropy_coef)
+        self.grads = checked_gradients(self.loss, self.variables)
+        self.grad_norm = tf.linalg.global_norm(self.grads)
+
+        # Custom gradients (optimal per-parameter baselines) arrive as numpy and are applied
+        # through placeholders by the same optimizer.
+        self.grad_phs = {name: tf1.placeholder(dtype, v.shape, name=f"grad/{name}")
+                         for name, v in self.variables.items()}
+        self.optimizer = make_optimizer(self.config, dtype)
+        self.train_op, self.applied = self._guarded_apply(self.grads, self.loss)
+        self.apply_op, self.apply_applied = self._guarded_apply(
+            list(self.grad_phs.values()), tf.constant(0.0, dtype))
+
+        self.weight_phs = {name: tf1.placeholder(dtype, v.shape) for name, v in self.variables.items()}
+        self.assign_op = tf.group(*[v.assign(self.weight_phs[n]) for n, v in self.variables.items()])
+        self._init_op = tf1.global_variables_initializer()
+        self.saver = tf1.train.Saver(var_list=tf1.global_variables(), max_to_keep=None)
+
+    def _guarded_apply(self, grads: list[tf.Tensor], loss: tf.Tensor) -> tuple[tf.Operation, tf.Tensor]:
+        """An op applying ``grads`` (clipped if configured) only when loss and grads are finite.
+
+        Returns ``(op, applied)`` where ``applied`` is the bool the op was guarded by.
+        """
+        finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(g)) for g in grads]
+                                        + [tf.math.is_finite(loss)]))
+        if self.config.max_grad_norm is not None:
+            grads, _ = tf.clip_by_global_norm(grads, self.config.max_grad_norm)
+        pairs = list(zip(grads, self.variables.values()))
+        # Slots are made outside the cond so that the branch only reads and writes them.
+        self.optimizer._create_slots(list(self.variables.values()))  # noqa: SLF001
+        self.optimizer._prepare()  # noqa: SLF001
+        op = tf.cond(finite, lambda: tf.group(self.optimizer.apply_gradients(pairs)),
+                     lambda: tf.no_op())
+        return op, finite
+
+    # -------------------------------------------------------------- policy
+    def dist_params(self, obs: np.ndarray) -> np.ndarray:
+        """Distribution parameters ``[B, num_params]`` for observations ``[B, *obs_shape]``."""
+        return self._dist_params_fn(policy_inputs.as_obs(self.spec, obs))
+
+    def log_prob(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """log pi(a|s) ``[B]`` in the spec's dtype."""
+        obs = policy_inputs.as_obs(self.spec, obs)
+        actions = policy_inputs.as_actions(self.spec, actions, obs.shape[0])
+        return self.session.run(self.log_probs, {self.obs_ph: obs, self.actions_ph: actions})
+
+    # -------------------------------------------------------------- update
+    def inputs(self, batch: Batch) -> TrainInputs:
+        """The flat arrays an update on ``batch`` is fed (validated)."""
+        inputs = training_inputs(batch, self.config, self.spec)
+        policy_inputs.as_obs(self.spec, inputs.obs, "batch.obs")
+        policy_inputs.as_actions(self.spec, inputs.actions, inputs.batch_size, "batch.actions")
+        return inputs
+
+    def _feed(self, inputs: TrainInputs) -> dict[tf.Tensor, np.ndarray]:
+        return {self.obs_ph: inputs.obs, self.actions_ph: inputs.actions,
+                self.advantages_ph: inputs.advantages, self.weights_ph: inputs.weights}
+
+    def loss_value(self, batch: Batch) -> float:
+        """The REINFORCE loss on ``batch`` (no update)."""
+        return float(self.session.run(self.loss, self._feed(self.inputs(batch))))
+
+    def gradients(self, batch: Batch) -> dict[str, np.ndarray]:
+        """Gradient of the loss on ``batch`` by variable name (unclipped, not applied)."""
+        grads = self.session.run(self.grads, self._feed(self.inputs(batch)))
+        return dict(zip(self.variables, grads))
+
+    def update(self, batch: Batch) -> dict[str, Any]:
+        """One optimizer step on ``batch``; returns metrics.
+
+        A non-finite loss or gradient skips the step (weights and optimizer state unchanged)
+        and is reported as ``applied = False``.
+        """
+        inputs = self.inputs(batch)
+        loss, norm, ent, applied, _ = self.session.run(
+            [self.loss, self.grad_norm, self.entropy, self.applied, self.train_op],
+            self._feed(inputs))
+        return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
+                "applied": bool(applied)}
+
+    def apply_gradients(self, grads: dict[str, np.ndarray]) -> bool:
+        """Apply given gradients with the agent's optimizer; False (skipped) if non-finite."""
+        feed = {self.grad_phs[n]: np.asarray(grads[n], self.spec.np_dtype) for n in self.variables}
+        applied, _ = self.session.run([self.apply_applied, self.apply_op], feed)
+        return bool(applied)
+
+    # ------------------------------------------------------------- weights
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Current weights by canonical name."""
+        return dict(zip(self.variables, self.session.run(list(self.variables.values()))))
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Load weights (validated against the spec: missing, extra or misshapen raise)."""
+        weights = check_weights(self.spec, weights)
+        self.session.run(self.assign_op, {self.weight_phs[n]: weights[n] for n in self.variables})
+
+    def variable_info(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """``{name: (shape, dtype)}`` of the policy variables, as TensorFlow names them."""
+        return {v.name.split(":")[0]: (tuple(v.shape.as_list()), v.dtype.base_dtype.name)
+                for v in self.variables.values()}
+
+    def save(self, path: str) -> str:
+        """Write a TF1 ``Saver`` checkpoint (weights and optimizer state) at prefix ``path``."""
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        return self.saver.save(self.session, path, write_meta_graph=False)
+
+    def restore(self, path: str) -> None:
+        """Restore a checkpoint written by :meth:`save`."""
+        self.saver.restore(self.session, path)
+
+    def close(self) -> None:
+        """Release the session."""
+        self.session.close()

@@ -1,0 +1,78 @@
+"""From a rollout ``Batch`` to the flat arrays a REINFORCE update is fed.
+
+Both twins train on exactly these arrays, so any difference between them is in the
+TensorFlow code, never in the data. The per-step weight ``w_i = valid_i / num_valid``
+turns the loss into a mean over the steps that belong to an episode::
+
+    R_i = G_i                         (pgcommon.returns.discounted_returns)
+    R_i = normalize(R_i over valid)   if config.normalize_returns
+    A_i = R_i - mean_valid(R)         if config.baseline == "mean"
+    A_i = R_i                         otherwise (the optimal baselines are the twins' job:
+                                      they need per-sample gradients)
+    loss = -sum_i w_i * A_i * log pi(a_i|s_i) - entropy_coef * sum_i w_i * H_i
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pgcommon.config import ReinforceConfig
+from pgcommon.returns import discounted_returns, normalize
+from pgcommon.rollout import Batch
+from pgcommon.specs import PolicySpec
+
+
+@dataclass(frozen=True)
+class TrainInputs:
+    """Flat (time-major, ``i = t * N + n``) arrays of one update; B = T * N."""
+
+    obs: np.ndarray
+    """``[B, *obs_shape]`` of the spec's dtype."""
+    actions: np.ndarray
+    """int64 ``[B]`` or ``[B, action_dim]`` of the spec's dtype."""
+    returns: np.ndarray
+    """``[B]``: R_i, the (possibly normalised) reward-to-go; 0 on invalid steps."""
+    advantages: np.ndarray
+    """``[B]``: A_i, the returns less the non-gradient baseline; 0 on invalid steps."""
+    weights: np.ndarray
+    """``[B]``: ``valid_i / num_valid``, summing to 1."""
+
+    @property
+    def batch_size(self) -> int:
+        """B."""
+        return self.weights.shape[0]
+
+
+def flat_returns(batch: Batch, config: ReinforceConfig) -> np.ndarray:
+    """Reward-to-go ``[T, N]`` float64, normalised over valid steps if configured; 0 off them."""
+    returns = discounted_returns(batch.rewards, batch.terminated, batch.truncated, config.gamma)
+    if config.normalize_returns:
+        return normalize(returns, mask=batch.valid)
+    return np.where(batch.valid, returns, 0.0)
+
+
+def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec) -> TrainInputs:
+    """The arrays an update is fed, in ``spec.dtype``.
+
+    Raises ``ValueError`` for a batch with no valid step (nothing to learn from).
+    """
+    if batch.num_valid == 0:
+        raise ValueError(
+            f"batch has no valid step (T={batch.num_steps}, N={batch.num_envs}): "
+            "every step was an autoreset step"
+        )
+    dtype = spec.np_dtype
+    valid = batch.valid.reshape(-1)
+    returns = flat_returns(batch, config).reshape(-1)
+    advantages = returns
+    if config.baseline == "mean":
+        advantages = np.where(valid, returns - returns[valid].mean(), 0.0)
+    actions = batch.actions.reshape(-1, *batch.actions.shape[2:])
+    return TrainInputs(
+        obs=batch.obs.reshape(-1, *batch.obs.shape[2:]).astype(dtype, copy=False),
+        actions=actions if spec.is_discrete else actions.astype(dtype),
+        returns=returns.astype(dtype),
+        advantages=advantages.astype(dtype),
+        weights=(valid / valid.sum()).astype(dtype),
+    )

@@ -1,0 +1,75 @@
+"""Validation of what is fed to a policy: observations and actions, checked at the boundary.
+
+Both twins call these before anything reaches TensorFlow, so a bad array fails with the
+same message in both, naming the array and the first bad index instead of surfacing as a
+shape error deep inside a graph.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pgcommon.specs import PolicySpec
+
+
+def as_obs(spec: PolicySpec, obs: np.ndarray, name: str = "obs") -> np.ndarray:
+    """``obs`` as a ``[B, *spec.obs_shape]`` array of ``spec.dtype``.
+
+    Raises ``ValueError`` for a wrong shape, a non-numeric dtype, an empty batch or a
+    non-finite entry (naming the first bad index).
+    """
+    arr = np.asarray(obs)
+    if arr.dtype.kind not in "fiub":
+        raise ValueError(f"{name} has dtype {arr.dtype}; expected a numeric array")
+    if arr.ndim != 1 + len(spec.obs_shape) or tuple(arr.shape[1:]) != spec.obs_shape:
+        raise ValueError(
+            f"{name} has shape {arr.shape}; expected [B, {', '.join(map(str, spec.obs_shape))}]"
+        )
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch (B = 0)")
+    arr = arr.astype(spec.np_dtype, copy=False)
+    check_finite(arr, name)
+    return arr
+
+
+def as_actions(spec: PolicySpec, actions: np.ndarray, batch_size: int,
+               name: str = "actions") -> np.ndarray:
+    """``actions`` as int64 ``[B]`` (categorical, each in ``[0, num_actions)``) or
+    ``[B, action_dim]`` of ``spec.dtype`` (gaussian, finite)."""
+    arr = np.asarray(actions)
+    if spec.is_discrete:
+        if arr.shape != (batch_size,):
+            raise ValueError(f"{name} has shape {arr.shape}; expected [{batch_size}]")
+        if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(arr == np.round(arr))):
+            raise ValueError(f"{name} has dtype {arr.dtype}; expected integer action indices")
+        bad = (arr < 0) | (arr >= spec.action_size)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(
+                f"{name}[{i}] = {arr[i]} is out of range for a categorical policy with "
+                f"{spec.action_size} actions (valid: 0..{spec.action_size - 1})"
+            )
+        return arr.astype(np.int64)
+    if arr.shape != (batch_size, spec.action_size):
+        raise ValueError(f"{name} has shape {arr.shape}; expected [{batch_size}, {spec.action_size}]")
+    arr = arr.astype(spec.np_dtype)
+    check_finite(arr, name)
+    return arr
+
+
+def as_vector(values: np.ndarray, batch_size: int, dtype: np.dtype, name: str) -> np.ndarray:
+    """A finite ``[B]`` vector of ``dtype`` (advantages, weights)."""
+    arr = np.asarray(values)
+    if arr.shape != (batch_size,):
+        raise ValueError(f"{name} has shape {arr.shape}; expected [{batch_size}]")
+    arr = arr.astype(dtype)
+    check_finite(arr, name)
+    return arr
+
+
+def check_finite(arr: np.ndarray, name: str) -> None:
+    """Raise ``ValueError`` naming the first non-finite entry of ``arr``."""
+    finite = np.isfinite(arr)
+    if not finite.all():
+        idx = np.unravel_index(int(np.argmin(finite)), arr.shape)
+        where = ", ".join(str(int(i)) for i in idx)
+        raise ValueError(f"{name}[{where}] = {arr[idx]} is not finite")

@@ -1,0 +1,190 @@
+"""Rollouts: step a gymnasium vector env with a policy and return a time-major ``Batch``.
+
+Gymnasium 1.x vector envs autoreset in NEXT_STEP mode: after env i reports
+``terminated or truncated`` at step t, the call at t + 1 only resets env i — the action is
+ignored, the reward (0) is part of no episode and the observation returned is the new
+episode's first one. Such steps are kept in the arrays (so shapes stay ``[T, N]``) but are
+marked ``valid = False``: training and episode statistics skip them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from pgcommon import sampling
+from pgcommon.specs import PolicySpec
+
+PolicyFn = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass
+class RolloutState:
+    """What a rollout carries from one ``collect`` to the next (mutable, owned by the caller)."""
+
+    obs: np.ndarray
+    """Current observation of every env, ``[N, *obs_shape]``."""
+    needs_reset: np.ndarray
+    """bool ``[N]``: env i ended its episode on the last step, so its next step only resets."""
+    episode_return: np.ndarray
+    """float64 ``[N]``: undiscounted return so far of each env's running episode."""
+    episode_length: np.ndarray
+    """int64 ``[N]``: steps so far of each env's running episode."""
+    env_steps: int = 0
+    """Env steps taken so far over all envs, autoreset steps included."""
+
+    @classmethod
+    def start(cls, envs: gym.vector.VectorEnv, seed: int | None = None) -> "RolloutState":
+        """Reset ``envs`` (env i with seed ``seed + i``) and start counting."""
+        if seed is None:
+            seed = getattr(envs, "pgtwin_seed", None)
+        obs, _ = envs.reset(seed=seed)
+        n = envs.num_envs
+        _check_finite_obs(obs, step=-1, env_steps=0)
+        return cls(obs=obs, needs_reset=np.zeros(n, bool), episode_return=np.zeros(n),
+                   episode_length=np.zeros(n, np.int64))
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A time-major rollout of T steps from N envs.
+
+    Actions are those sampled (unclipped for Gaussian policies); ``log_probs`` are numpy
+    values for statistics only: they carry no gradient (seed 000's bug was to train on them).
+    """
+
+    obs: np.ndarray
+    """``[T, N, *obs_shape]`` observations the actions were chosen from."""
+    actions: np.ndarray
+    """int64 ``[T, N]`` (categorical) or float64 ``[T, N, action_dim]`` (gaussian)."""
+    rewards: np.ndarray
+    """float64 ``[T, N]``."""
+    terminated: np.ndarray
+    """bool ``[T, N]``: the episode ended in a terminal state at this step."""
+    truncated: np.ndarray
+    """bool ``[T, N]``: the episode was cut (time limit) at this step."""
+    log_probs: np.ndarray
+    """float64 ``[T, N]``: log pi(a|s) at sampling time (no gradient)."""
+    valid: np.ndarray
+    """bool ``[T, N]``: False on autoreset steps, which belong to no episode."""
+    next_obs: np.ndarray
+    """``[N, *obs_shape]``: the observation after the last step."""
+    episode_returns: np.ndarray
+    """float64 ``[E]``: undiscounted returns of the episodes that finished in this batch."""
+    episode_lengths: np.ndarray
+    """int64 ``[E]``: lengths of those episodes."""
+    params: np.ndarray | None = None
+    """``[T, N, num_params]`` distribution parameters used for sampling (for diagnostics)."""
+    env_steps: int = 0
+    """Total env steps taken by the rollout state at the end of this batch."""
+
+    @property
+    def num_steps(self) -> int:
+        """T."""
+        return self.rewards.shape[0]
+
+    @property
+    def num_envs(self) -> int:
+        """N."""
+        return self.rewards.shape[1]
+
+    @property
+    def num_valid(self) -> int:
+        """Steps that belong to an episode."""
+        return int(self.valid.sum())
+
+
+def collect(
+    envs: gym.vector.VectorEnv,
+    policy_fn: PolicyFn,
+    spec: PolicySpec,
+    num_steps: int,
+    rng: np.random.Generator,
+    state: RolloutState | None = None,
+) -> tuple[Batch, RolloutState]:
+    """Run ``num_steps`` steps of every env and return ``(batch, state)``.
+
+    Args:
+      envs: a vector env with NEXT_STEP autoreset (see ``pgcommon.envs.make_vec_env``).
+      policy_fn: maps observations ``[N, *obs_shape]`` to distribution parameters
+        ``[N, spec.num_params]`` (numpy), e.g. a twin's ``dist_params``.
+      spec: the policy spec, for sampling and clipping.
+      num_steps: T >= 1.
+      rng: the generator actions are sampled with.
+      state: the state returned by the previous call; ``None`` resets the envs.
+
+    Raises:
+      ValueError: a non-finite observation or reward, naming the env index and the step.
+    """
+    if num_steps < 1:
+        raise ValueError(f"collect: num_steps must be >= 1, got {num_steps}")
+    if state is None:
+        state = RolloutState.start(envs)
+    n = envs.num_envs
+    obs_buf = np.empty((num_steps, *state.obs.shape), dtype=state.obs.dtype)
+    act_shape = (num_steps, n) if spec.is_discrete else (num_steps, n, spec.action_size)
+    act_buf = np.empty(act_shape, np.int64 if spec.is_discrete else np.float64)
+    params_buf = np.empty((num_steps, n, spec.num_params))
+    rew_buf = np.empty((num_steps, n))
+    term_buf = np.empty((num_steps, n), bool)
+    trunc_buf = np.empty((num_steps, n), bool)
+    logp_buf = np.empty((num_steps, n))
+    valid_buf = np.empty((num_steps, n), bool)
+    ep_returns: list[np.ndarray] = []
+    ep_lengths: list[np.ndarray] = []
+
+    obs = state.obs
+    for t in range(num_steps):
+        params = np.asarray(policy_fn(obs))
+        actions, log_probs = sampling.sample(spec, params, rng)
+        next_obs, rewards, terminated, truncated, _ = envs.step(sampling.env_actions(spec, actions))
+        state.env_steps += n
+        _check_finite_obs(next_obs, t, state.env_steps)
+        _check_finite_rewards(rewards, t, state.env_steps)
+        valid = ~state.needs_reset
+        rewards = np.where(valid, rewards, 0.0)
+        obs_buf[t], act_buf[t], params_buf[t] = obs, actions, params
+        rew_buf[t], term_buf[t], trunc_buf[t] = rewards, terminated & valid, truncated & valid
+        logp_buf[t], valid_buf[t] = log_probs, valid
+
+        state.episode_return += rewards
+        state.episode_length += valid
+        done = (terminated | truncated) & valid
+        if done.any():
+            ep_returns.append(state.episode_return[done].copy())
+            ep_lengths.append(state.episode_length[done].copy())
+            state.episode_return[done] = 0.0
+            state.episode_length[done] = 0
+        state.needs_reset = done
+        obs = next_obs
+    state.obs = obs
+    batch = Batch(
+        obs=obs_buf, actions=act_buf, rewards=rew_buf, terminated=term_buf, truncated=trunc_buf,
+        log_probs=logp_buf, valid=valid_buf, next_obs=obs,
+        episode_returns=np.concatenate(ep_returns) if ep_returns else np.zeros(0),
+        episode_lengths=np.concatenate(ep_lengths) if ep_lengths else np.zeros(0, np.int64),
+        params=params_buf, env_steps=state.env_steps,
+    )
+    return batch, state
+
+
+def _check_finite_obs(obs: np.ndarray, step: int, env_steps: int) -> None:
+    bad = ~np.isfinite(obs.reshape(obs.shape[0], -1)).all(axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        where = "reset" if step < 0 else f"rollout step {step}"
+        raise ValueError(
+            f"non-finite observation from env {i} at {where} (env-step {env_steps}): {obs[i]}"
+        )
+
+
+def _check_finite_rewards(rewards: np.ndarray, step: int, env_steps: int) -> None:
+    bad = ~np.isfinite(rewards)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"non-finite reward {rewards[i]} from env {i} at rollout step {step} "
+            f"(env-step {env_steps})"
+        )

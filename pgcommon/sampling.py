@@ -1,0 +1,77 @@
+"""Action sampling from distribution parameters, in numpy.
+
+The twins only compute distribution parameters during rollouts; sampling happens here,
+with one ``np.random.Generator``, so that both twins produce identical trajectories for
+the same seed and weights.
+
+Distribution parameters (``params``), one row per sample:
+    categorical: logits                         float [B, num_actions]
+    gaussian   : concat(mean, log_std)          float [B, 2 * action_dim]
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pgcommon.specs import PolicySpec
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+def split_gaussian(params: np.ndarray, action_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean [B, d], log_std [B, d])`` from Gaussian params ``[B, 2d]``."""
+    return params[:, :action_dim], params[:, action_dim:]
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Stable log-softmax over the last axis; finite for logits as large as 1e3."""
+    shifted = logits - np.max(logits, axis=-1, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+
+
+def log_prob(spec: PolicySpec, params: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """log pi(a|s) for each row, float64 ``[B]``.
+
+    Args:
+      params: float ``[B, spec.num_params]`` (see module docstring).
+      actions: int ``[B]`` (categorical) or float ``[B, action_dim]`` (gaussian, the
+        unclipped sample).
+    """
+    params = np.asarray(params, dtype=np.float64)
+    if spec.is_discrete:
+        idx = np.asarray(actions, dtype=np.int64)
+        return np.take_along_axis(log_softmax(params), idx[:, None], axis=1)[:, 0]
+    mean, log_std = split_gaussian(params, spec.action_size)
+    z = (np.asarray(actions, dtype=np.float64) - mean) * np.exp(-log_std)
+    return np.sum(-0.5 * z * z - log_std - 0.5 * LOG_2PI, axis=1)
+
+
+def sample(
+    spec: PolicySpec, params: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draw one action per row and return ``(actions, log_probs)``.
+
+    Returns:
+      actions: int64 ``[B]`` (categorical) or float64 ``[B, action_dim]`` (gaussian,
+        unclipped: clip to the bounds only when stepping the env, see :func:`env_actions`).
+      log_probs: float64 ``[B]``, log pi of the returned (unclipped) actions.
+    """
+    params = np.asarray(params, dtype=np.float64)
+    if spec.is_discrete:
+        # Inverse-CDF sampling: one uniform per row, deterministic given the rng.
+        probs = np.exp(log_softmax(params))
+        cdf = np.cumsum(probs, axis=1)
+        u = rng.random(params.shape[0])[:, None]
+        actions = np.minimum(np.sum(u > cdf, axis=1), params.shape[1] - 1).astype(np.int64)
+    else:
+        mean, log_std = split_gaussian(params, spec.action_size)
+        actions = mean + np.exp(log_std) * rng.standard_normal(mean.shape)
+    return actions, log_prob(spec, params, actions)
+
+
+def env_actions(spec: PolicySpec, actions: np.ndarray) -> np.ndarray:
+    """The actions to step the env with: Gaussian samples clipped to the action bounds."""
+    if spec.is_discrete or spec.action_low is None:
+        return actions
+    return np.clip(actions, spec.action_low, spec.action_high).astype(np.float32)

@@ -1,0 +1,265 @@
+"""Policy specifications and their initial numpy weights.
+
+A :class:`PolicySpec` says everything both twins need to build *the same* network:
+distribution, torso, layer sizes, activation, observation and action shapes, how a
+Gaussian mean is squashed into its bounds, and the dtype. :func:`init_weights` gives the
+numpy weights under canonical names (``policy/dense_0/kernel`` ...) that both twins use
+verbatim as their variable names, which is what makes exact parity possible.
+
+Network (both torsos end in the same head)::
+
+    mlp : x = obs                                   [B, obs_dim]
+          x = act(x @ dense_i/kernel + dense_i/bias) for each hidden size
+    lstm: obs is a history window                   [B, K, obs_dim]
+          h_K = LSTM(obs) (hand-written, gates i, f, g, o; see lstm_step below)
+          x = act(x @ dense_i/kernel + dense_i/bias) for hidden[1:]
+    head: z = x @ head/kernel + head/bias           [B, num_actions] or [B, action_dim]
+    categorical: logits = z
+    gaussian   : mean = squash(z), log_std = policy/log_std (state-independent, [action_dim])
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+import numpy as np
+
+DISTRIBUTIONS = ("categorical", "gaussian")
+TORSOS = ("mlp", "lstm")
+ACTIVATIONS = ("tanh", "relu")
+SQUASHES = ("sigmoid", "tanh", "none")
+DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """What both twins build: a categorical or Gaussian policy over an MLP or LSTM torso."""
+
+    distribution: str
+    """``categorical`` (discrete actions, logits) or ``gaussian`` (continuous, mean and log-std)."""
+    obs_shape: tuple[int, ...]
+    """Shape of one observation: ``(obs_dim,)`` for ``mlp``, ``(K, obs_dim)`` for ``lstm``."""
+    action_size: int
+    """Number of discrete actions (categorical) or the action dimension (gaussian)."""
+    torso: str = "mlp"
+    """``mlp`` or ``lstm`` (a hand-written LSTM over the K-observation window)."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden sizes; for ``lstm`` the first is the LSTM's units, the rest dense layers after it."""
+    activation: str = "tanh"
+    """Activation of the dense hidden layers: ``tanh`` or ``relu``."""
+    action_low: tuple[float, ...] | None = None
+    """Gaussian only: lower bounds of the action box (length ``action_size``)."""
+    action_high: tuple[float, ...] | None = None
+    """Gaussian only: upper bounds of the action box (length ``action_size``)."""
+    squash: str = "none"
+    """Gaussian only: how the mean is put in the bounds: ``sigmoid``, ``tanh`` or ``none``."""
+    log_std_init: float = -0.5
+    """Gaussian only: initial value of the learned, state-independent log-std."""
+    dtype: str = "float32"
+    """``float32`` (default) or ``float64``: the dtype of every weight and computation."""
+
+    def __post_init__(self) -> None:
+        _check_choice("distribution", self.distribution, DISTRIBUTIONS)
+        _check_choice("torso", self.torso, TORSOS)
+        _check_choice("activation", self.activation, ACTIVATIONS)
+        _check_choice("squash", self.squash, SQUASHES)
+        _check_choice("dtype", self.dtype, DTYPES)
+        object.__setattr__(self, "obs_shape", tuple(int(d) for d in self.obs_shape))
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        expected_rank = 2 if self.torso == "lstm" else 1
+        if len(self.obs_shape) != expected_rank or min(self.obs_shape) < 1:
+            raise ValueError(
+                f"PolicySpec.obs_shape={self.obs_shape} does not fit torso={self.torso!r}: "
+                f"expected {'(K, obs_dim)' if expected_rank == 2 else '(obs_dim,)'} with positive sizes"
+            )
+        if self.action_size < 1:
+            raise ValueError(f"PolicySpec.action_size must be >= 1, got {self.action_size}")
+        if any(h < 1 for h in self.hidden):
+            raise ValueError(f"PolicySpec.hidden sizes must be >= 1, got {self.hidden}")
+        if self.torso == "lstm" and not self.hidden:
+            raise ValueError("PolicySpec.hidden must name the LSTM units for torso='lstm'")
+        if self.distribution == "gaussian":
+            self._check_bounds()
+        if not np.isfinite(self.log_std_init):
+            raise ValueError(f"PolicySpec.log_std_init must be finite, got {self.log_std_init}")
+
+    def _check_bounds(self) -> None:
+        if self.squash == "none" and self.action_low is None:
+            return
+        for name in ("action_low", "action_high"):
+            bound = getattr(self, name)
+            if bound is None or len(bound) != self.action_size:
+                raise ValueError(
+                    f"PolicySpec.{name}={bound} must have {self.action_size} entries "
+                    f"for squash={self.squash!r}"
+                )
+            object.__setattr__(self, name, tuple(float(b) for b in bound))
+        low, high = np.asarray(self.action_low), np.asarray(self.action_high)
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
+            raise ValueError(
+                f"PolicySpec action bounds must be finite with low < high, got "
+                f"low={self.action_low}, high={self.action_high}"
+            )
+
+    @property
+    def obs_dim(self) -> int:
+        """Features of one observation (the last axis of ``obs_shape``)."""
+        return self.obs_shape[-1]
+
+    @property
+    def history(self) -> int:
+        """Length K of the observation window (1 for ``mlp``)."""
+        return self.obs_shape[0] if self.torso == "lstm" else 1
+
+    @property
+    def dense_sizes(self) -> tuple[int, ...]:
+        """Sizes of the dense hidden layers (after the LSTM for ``lstm``)."""
+        return self.hidden[1:] if self.torso == "lstm" else self.hidden
+
+    @property
+    def num_params(self) -> int:
+        """Distribution parameters per sample: logits, or mean and log-std side by side."""
+        return self.action_size * (2 if self.distribution == "gaussian" else 1)
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        """The numpy dtype of weights and computations."""
+        return np.dtype(self.dtype)
+
+    @property
+    def is_discrete(self) -> bool:
+        """Whether actions are integer indices (categorical)."""
+        return self.distribution == "categorical"
+
+    def with_dtype(self, dtype: str) -> "PolicySpec":
+        """The same spec computing in ``dtype``."""
+        return dataclasses.replace(self, dtype=dtype)
+
+    def weight_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Canonical weight names in creation order, with their shapes."""
+        shapes: dict[str, tuple[int, ...]] = {}
+        width = self.obs_dim
+        if self.torso == "lstm":
+            units = self.hidden[0]
+            shapes["policy/lstm/kernel"] = (width + units, 4 * units)
+            shapes["policy/lstm/bias"] = (4 * units,)
+            width = units
+        for i, size in enumerate(self.dense_sizes):
+            shapes[f"policy/dense_{i}/kernel"] = (width, size)
+            shapes[f"policy/dense_{i}/bias"] = (size,)
+            width = size
+        shapes["policy/head/kernel"] = (width, self.action_size)
+        shapes["policy/head/bias"] = (self.action_size,)
+        if self.distribution == "gaussian":
+            shapes["policy/log_std"] = (self.action_size,)
+        return shapes
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"PolicySpec.{name}={value!r} is not one of {choices}")
+
+
+def spec_for_env(
+    env: gym.Env | gym.vector.VectorEnv,
+    torso: str = "mlp",
+    hidden: tuple[int, ...] = (64, 64),
+    activation: str = "tanh",
+    dtype: str = "float32",
+    squash: str | None = None,
+    log_std_init: float = -0.5,
+) -> PolicySpec:
+    """A sensible spec from an env's (single) observation and action spaces.
+
+    Discrete actions give a categorical policy; a Box gives a Gaussian one whose mean is
+    squashed into the bounds (``sigmoid`` for ``[0, 1]`` boxes as in seed 003, else
+    ``tanh``; ``none`` for unbounded boxes). The observation shape is taken as it is, so a
+    history-window env (``[K, obs_dim]``) needs ``torso='lstm'``.
+    """
+    obs_space = getattr(env, "single_observation_space", env.observation_space)
+    act_space = getattr(env, "single_action_space", env.action_space)
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise ValueError(f"spec_for_env: observation space {obs_space} is not a Box")
+    if isinstance(act_space, gym.spaces.Discrete):
+        return PolicySpec("categorical", obs_space.shape, int(act_space.n), torso=torso,
+                          hidden=hidden, activation=activation, dtype=dtype)
+    if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
+        low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
+        bounded = bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
+        if squash is None:
+            unit_box = bounded and np.all(low == 0.0) and np.all(high == 1.0)
+            squash = "sigmoid" if unit_box else ("tanh" if bounded else "none")
+        return PolicySpec(
+            "gaussian", obs_space.shape, int(act_space.shape[0]), torso=torso, hidden=hidden,
+            activation=activation, dtype=dtype, squash=squash, log_std_init=log_std_init,
+            action_low=tuple(low) if bounded else None,
+            action_high=tuple(high) if bounded else None,
+        )
+    raise ValueError(
+        f"spec_for_env: action space {act_space} is not supported "
+        "(supported: Discrete, or a 1-D Box)"
+    )
+
+
+def init_weights(spec: PolicySpec, seed: int = 0) -> dict[str, np.ndarray]:
+    """Initial weights under canonical names, in ``spec.dtype``.
+
+    Orthogonal kernels (gain sqrt(2) for hidden layers, 0.01 for the head, as in
+    Stable-Baselines3 and CleanRL, so the initial policy is near uniform), zero biases,
+    the LSTM forget-gate bias at 1, and ``log_std = log_std_init``.
+    """
+    rng = np.random.default_rng(seed)
+    weights: dict[str, np.ndarray] = {}
+    for name, shape in spec.weight_shapes().items():
+        if name.endswith("log_std"):
+            value = np.full(shape, spec.log_std_init)
+        elif name.endswith("bias"):
+            value = np.zeros(shape)
+            if name == "policy/lstm/bias":
+                units = shape[0] // 4
+                value[units:2 * units] = 1.0  # forget gate: remember by default
+        else:
+            gain = 0.01 if name.startswith("policy/head") else np.sqrt(2.0)
+            value = _orthogonal(rng, shape, gain)
+        weights[name] = value.astype(spec.np_dtype)
+    return weights
+
+
+def _orthogonal(rng: np.random.Generator, shape: tuple[int, int], gain: float) -> np.ndarray:
+    rows, cols = shape
+    a = rng.standard_normal((max(rows, cols), min(rows, cols)))
+    q, r = np.linalg.qr(a)
+    q = q * np.sign(np.diag(r))  # unique decomposition, as in Saxe et al. (2014)
+    q = q if rows >= cols else q.T
+    return gain * q[:rows, :cols]
+
+
+def check_weights(spec: PolicySpec, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Validate ``weights`` against ``spec`` and return them cast to ``spec.dtype``.
+
+    Raises ``ValueError`` listing the missing, extra and wrongly shaped weights together.
+    """
+    shapes = spec.weight_shapes()
+    missing = [n for n in shapes if n not in weights]
+    extra = [n for n in weights if n not in shapes]
+    wrong = [
+        f"{n}: expected {shapes[n]}, got {tuple(np.shape(weights[n]))}"
+        for n in shapes if n in weights and tuple(np.shape(weights[n])) != shapes[n]
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing {missing}")
+    if extra:
+        problems.append(f"extra {extra}")
+    if wrong:
+        problems.append("wrongly shaped " + "; ".join(wrong))
+    if problems:
+        raise ValueError("weights do not match the PolicySpec: " + ", ".join(problems))
+    out = {}
+    for name in shapes:
+        value = np.asarray(weights[name], dtype=spec.np_dtype)
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"weight {name} holds non-finite values")
+        out[name] = value
+    return out
