@@ -182,11 +182,13 @@ class ReinforceAgent:
     def save(self, path: str) -> str:
         """Write a TF1 ``Saver`` checkpoint (weights and optimizer state) at prefix ``path``."""
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        return self.saver.save(self.session, path, write_meta_graph=False)
+        with self.graph.as_default():
+            return self.saver.save(self.session, path, write_meta_graph=False)
 
     def restore(self, path: str) -> None:
         """Restore a checkpoint written by :meth:`save`."""
-        self.saver.restore(self.session, path)
+        with self.graph.as_default():
+            self.saver.restore(self.session, path)
 
     def close(self) -> None:
         """Release the session."""

@@ -2,7 +2,8 @@
 
 The forward pass is a pure function of a ``{name: tensor}`` dict, so the same code
 serves the batched graph, the per-sample graphs (``tf.vectorized_map``) and the cached
-rollout graph. Mirrors ``eager/network.py`` function for function.
+rollout graph. Mirrors ``eager/network.py`` function for function: the math is
+deliberately the same text, so a reader migrating TF1 code can diff the two files.
 """
 from __future__ import annotations
 

@@ -1,11 +1,15 @@
 """``tf.compat.v1.train`` optimizers with hyperparameters matched to Keras' exactly.
 
-Mirrors ``eager/optimizers.py``. Two differences from Keras hide in the TF1 defaults and
-are removed here: TF1's AdamOptimizer defaults to epsilon 1e-8 (Keras: 1e-7), and TF1
-turns Python hyperparameters into float32 tensors, so in a float64 graph beta1 = 0.9 would
-be float32(0.9) while Keras uses float64(0.9). Hyperparameters are therefore given as
-tensors of the variables' dtype; the learning rate is rounded to float32 first because
-Keras keeps it in a float32 variable.
+Mirrors ``eager/optimizers.py``. Three differences between TF1 and Keras 3 hide below the
+defaults and are removed here, so that float64 runs agree to the last bits:
+
+* epsilon: TF1's AdamOptimizer defaults to 1e-8, Keras to 1e-7 (both passed explicitly);
+* TF1 turns Python hyperparameters into float32 tensors, so in a float64 graph beta1 = 0.9
+  would become float32(0.9) in the moment updates, where Keras uses float64(0.9): here the
+  hyperparameters are tensors of the variables' dtype;
+* Keras keeps the learning rate in a float32 variable and computes the bias correction
+  ``beta ** t`` from float32-rounded betas (``ops.cast`` of a Python float goes through
+  floatx): the learning rate and the beta-power accumulators are rounded the same way.
 """
 from __future__ import annotations
 
@@ -17,14 +21,41 @@ from pgcommon.config import ReinforceConfig
 tf1 = tf.compat.v1
 
 
+class KerasMatchedAdam(tf1.train.AdamOptimizer):
+    """TF1 Adam whose bias-correction powers use float32-rounded betas, as Keras 3 does."""
+
+    def __init__(self, learning_rate, beta1, beta2, epsilon, dtype: str):
+        self._power_dtype = dtype
+        self._power_beta1 = float(np.float32(beta1))
+        self._power_beta2 = float(np.float32(beta2))
+        super().__init__(
+            learning_rate=learning_rate,
+            beta1=tf.constant(beta1, dtype=dtype),
+            beta2=tf.constant(beta2, dtype=dtype),
+            epsilon=tf.constant(epsilon, dtype=dtype),
+        )
+
+    def _create_slots(self, var_list):
+        first_var = min(var_list, key=lambda x: x.name)
+        for name, value in (("beta1_power", self._power_beta1), ("beta2_power", self._power_beta2)):
+            self._create_non_slot_variable(
+                initial_value=tf.constant(value, self._power_dtype), name=name,
+                colocate_with=first_var)
+        for v in var_list:
+            self._zeros_slot(v, "m", self._name)
+            self._zeros_slot(v, "v", self._name)
+
+    def _finish(self, update_ops, name_scope):
+        with tf.control_dependencies(update_ops):
+            beta1_power, beta2_power = self._get_beta_accumulators()
+            update_beta1 = beta1_power.assign(beta1_power * self._power_beta1)
+            update_beta2 = beta2_power.assign(beta2_power * self._power_beta2)
+        return tf.group(*update_ops + [update_beta1, update_beta2], name=name_scope)
+
+
 def make_optimizer(config: ReinforceConfig, dtype: str) -> tf1.train.Optimizer:
     """Adam or plain SGD for variables of ``dtype``, built in the current graph."""
     lr = tf.constant(np.float32(config.learning_rate), dtype=dtype)
     if config.optimizer == "sgd":
         return tf1.train.GradientDescentOptimizer(lr)
-    return tf1.train.AdamOptimizer(
-        learning_rate=lr,
-        beta1=tf.constant(config.adam_beta1, dtype=dtype),
-        beta2=tf.constant(config.adam_beta2, dtype=dtype),
-        epsilon=tf.constant(config.adam_epsilon, dtype=dtype),
-    )
+    return KerasMatchedAdam(lr, config.adam_beta1, config.adam_beta2, config.adam_epsilon, dtype)

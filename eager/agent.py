@@ -1,0 +1,196 @@
+"""REINFORCE, the TF2 way: ``tf.Variable``s, ``GradientTape``, Keras optimizers, ``tf.function``.
+
+Mirrors ``legacy_graph/agent.py`` method for method. Hot paths are ``tf.function``s with
+input signatures (a dynamic batch dimension), so they trace once and never again; the
+trace counts are exposed for tests (``trace_counts``).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from pgcommon import policy_inputs
+from pgcommon.advantages import TrainInputs, training_inputs
+from pgcommon.config import ReinforceConfig
+from pgcommon.errors import DisconnectedGradientError
+from pgcommon.rollout import Batch
+from pgcommon.specs import PolicySpec, check_weights, init_weights
+
+from eager import distributions, network
+from eager.loss import reinforce_loss
+from eager.optimizers import make_optimizer
+
+
+def checked_gradients(tape: tf.GradientTape, loss: tf.Tensor,
+                      variables: dict[str, tf.Variable]) -> list[tf.Tensor]:
+    """``tape.gradient(loss, variables)``, raising ``DisconnectedGradientError`` on any None."""
+    grads = tape.gradient(loss, list(variables.values()))
+    missing = [name for name, g in zip(variables, grads) if g is None]
+    if missing:
+        raise DisconnectedGradientError(missing)
+    return grads
+
+
+class ReinforceAgent:
+    """A REINFORCE learner in TF2 eager with ``tf.function`` hot paths.
+
+    Args:
+      spec: the policy; computed in ``config.dtype`` (the config decides the dtype).
+      config: hyperparameters.
+      weights: initial numpy weights by canonical name; ``init_weights(spec, seed)`` if None.
+      seed: seeds the initial weights (when ``weights`` is None).
+    """
+
+    impl = "eager"
+
+    def __init__(self, spec: PolicySpec, config: ReinforceConfig = ReinforceConfig(),
+                 weights: dict[str, np.ndarray] | None = None, seed: int = 0):
+        self.spec = spec.with_dtype(config.dtype)
+        self.config = config
+        weights = init_weights(self.spec, seed) if weights is None else weights
+        self.policy = network.PolicyVariables(self.spec, check_weights(self.spec, weights))
+        self.variables = self.policy.variables_by_name
+        self.optimizer = make_optimizer(config)
+        self.optimizer.build(list(self.variables.values()))
+        self.checkpoint = tf.train.Checkpoint(policy=self.policy, optimizer=self.optimizer)
+        self._build_functions()
+
+    # ------------------------------------------------------------ functions
+    def _signatures(self) -> dict[str, tf.TensorSpec]:
+        spec, dtype = self.spec, self.spec.dtype
+        act = (tf.TensorSpec([None], tf.int64) if spec.is_discrete
+               else tf.TensorSpec([None, spec.action_size], dtype))
+        return {"obs": tf.TensorSpec([None, *spec.obs_shape], dtype), "actions": act,
+                "vector": tf.TensorSpec([None], dtype)}
+
+    def _build_functions(self) -> None:
+        s = self._signatures()
+        batch_sig = [s["obs"], s["actions"], s["vector"], s["vector"]]
+        grad_sig = [[tf.TensorSpec(v.shape, v.dtype) for v in self.variables.values()]]
+        self._dist_params_fn = tf.function(self._params, input_signature=[s["obs"]])
+        self._log_prob_fn = tf.function(self._log_prob, input_signature=[s["obs"], s["actions"]])
+        self._loss_fn = tf.function(self._loss_and_grads, input_signature=batch_sig)
+        self._train_fn = tf.function(self._train_step, input_signature=batch_sig)
+        self._apply_fn = tf.function(self._guarded_apply_zero_loss, input_signature=grad_sig)
+
+    def trace_counts(self) -> dict[str, int]:
+        """How often each ``tf.function`` has been traced (1 after warm-up, never more)."""
+        fns = {"dist_params": self._dist_params_fn, "log_prob": self._log_prob_fn,
+               "loss": self._loss_fn, "train": self._train_fn, "apply": self._apply_fn}
+        return {k: f.experimental_get_tracing_count() for k, f in fns.items()}
+
+    def _params(self, obs: tf.Tensor) -> tf.Tensor:
+        return network.dist_params(self.spec, self.variables, obs)
+
+    def _log_prob(self, obs: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        return distributions.log_prob(self.spec, self._params(obs), actions)
+
+    def _loss_and_grads(self, obs, actions, advantages, weights):
+        with tf.GradientTape() as tape:
+            params = self._params(obs)
+            entropies = distributions.entropy(self.spec, params)
+            loss = reinforce_loss(distributions.log_prob(self.spec, params, actions),
+                                  advantages, weights, entropies, self.config.entropy_coef)
+        grads = checked_gradients(tape, loss, self.variables)
+        return loss, grads, tf.reduce_sum(weights * entropies)
+
+    def _train_step(self, obs, actions, advantages, weights):
+        loss, grads, entropy = self._loss_and_grads(obs, actions, advantages, weights)
+        applied = self._guarded_apply(grads, loss)
+        return loss, tf.linalg.global_norm(grads), entropy, applied
+
+    def _guarded_apply(self, grads: list[tf.Tensor], loss: tf.Tensor) -> tf.Tensor:
+        """Apply ``grads`` (clipped if configured) only when loss and grads are finite."""
+        finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(g)) for g in grads]
+                                        + [tf.math.is_finite(loss)]))
+        if self.config.max_grad_norm is not None:
+            grads, _ = tf.clip_by_global_norm(grads, self.config.max_grad_norm)
+        pairs = list(zip(grads, self.variables.values()))
+        tf.cond(finite, lambda: self._apply_pairs(pairs), lambda: tf.constant(False))
+        return finite
+
+    def _apply_pairs(self, pairs) -> tf.Tensor:
+        self.optimizer.apply_gradients(pairs)
+        return tf.constant(True)
+
+    def _guarded_apply_zero_loss(self, grads: list[tf.Tensor]) -> tf.Tensor:
+        return self._guarded_apply(grads, tf.constant(0.0, self.spec.dtype))
+
+    # --------------------------------------------------------------- policy
+    def dist_params(self, obs: np.ndarray) -> np.ndarray:
+        """Distribution parameters ``[B, num_params]`` for observations ``[B, *obs_shape]``."""
+        return self._dist_params_fn(policy_inputs.as_obs(self.spec, obs)).numpy()
+
+    def log_prob(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """log pi(a|s) ``[B]`` in the spec's dtype."""
+        obs = policy_inputs.as_obs(self.spec, obs)
+        actions = policy_inputs.as_actions(self.spec, actions, obs.shape[0])
+        return self._log_prob_fn(obs, actions).numpy()
+
+    # --------------------------------------------------------------- update
+    def inputs(self, batch: Batch) -> TrainInputs:
+        """The flat arrays an update on ``batch`` is fed (validated)."""
+        inputs = training_inputs(batch, self.config, self.spec)
+        policy_inputs.as_obs(self.spec, inputs.obs, "batch.obs")
+        policy_inputs.as_actions(self.spec, inputs.actions, inputs.batch_size, "batch.actions")
+        return inputs
+
+    @staticmethod
+    def _args(inputs: TrainInputs) -> tuple[np.ndarray, ...]:
+        return inputs.obs, inputs.actions, inputs.advantages, inputs.weights
+
+    def loss_value(self, batch: Batch) -> float:
+        """The REINFORCE loss on ``batch`` (no update)."""
+        loss, _, _ = self._loss_fn(*self._args(self.inputs(batch)))
+        return float(loss)
+
+    def gradients(self, batch: Batch) -> dict[str, np.ndarray]:
+        """Gradient of the loss on ``batch`` by variable name (unclipped, not applied)."""
+        _, grads, _ = self._loss_fn(*self._args(self.inputs(batch)))
+        return {name: g.numpy() for name, g in zip(self.variables, grads)}
+
+    def update(self, batch: Batch) -> dict[str, Any]:
+        """One optimizer step on ``batch``; returns metrics.
+
+        A non-finite loss or gradient skips the step (weights and optimizer state unchanged)
+        and is reported as ``applied = False``.
+        """
+        loss, norm, ent, applied = self._train_fn(*self._args(self.inputs(batch)))
+        return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
+                "applied": bool(applied)}
+
+    def apply_gradients(self, grads: dict[str, np.ndarray]) -> bool:
+        """Apply given gradients with the agent's optimizer; False (skipped) if non-finite."""
+        values = [tf.constant(np.asarray(grads[n], self.spec.np_dtype)) for n in self.variables]
+        return bool(self._apply_fn(values))
+
+    # -------------------------------------------------------------- weights
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Current weights by canonical name."""
+        return {name: v.numpy() for name, v in self.variables.items()}
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Load weights (validated against the spec: missing, extra or misshapen raise)."""
+        weights = check_weights(self.spec, weights)
+        for name, v in self.variables.items():
+            v.assign(weights[name])
+
+    def variable_info(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """``{name: (shape, dtype)}`` of the policy variables, as TensorFlow names them."""
+        return {v.name.split(":")[0]: (tuple(v.shape.as_list()), v.dtype.name)
+                for v in self.variables.values()}
+
+    def save(self, path: str) -> str:
+        """Write a ``tf.train.Checkpoint`` (weights and optimizer state) at prefix ``path``."""
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        return self.checkpoint.write(path)
+
+    def restore(self, path: str) -> None:
+        """Restore a checkpoint written by :meth:`save` (every value must match)."""
+        self.checkpoint.read(path).assert_consumed()
+
+    def close(self) -> None:
+        """Nothing to release (mirrors the legacy twin's ``close``)."""

@@ -1,0 +1,37 @@
+"""Log-probabilities and entropies from distribution parameters, as TF2 ops (eager or inside ``tf.function``).
+
+Mirrors ``legacy_graph/distributions.py``. ``params`` are those of ``network.dist_params``.
+"""
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+from pgcommon.specs import PolicySpec
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+def log_prob(spec: PolicySpec, params: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+    """log pi(a|s) ``[B]``.
+
+    Args:
+      params: ``[B, num_params]`` (carries gradient).
+      actions: int ``[B]`` or float ``[B, action_dim]`` (no gradient: data).
+    """
+    if spec.is_discrete:
+        onehot = tf.one_hot(actions, spec.action_size, dtype=params.dtype)
+        return tf.reduce_sum(onehot * tf.nn.log_softmax(params), axis=1)
+    mean, log_std = tf.split(params, 2, axis=1)
+    z = (actions - mean) * tf.exp(-log_std)
+    return tf.reduce_sum(-0.5 * tf.square(z) - log_std - 0.5 * LOG_2PI, axis=1)
+
+
+def entropy(spec: PolicySpec, params: tf.Tensor) -> tf.Tensor:
+    """Entropy of pi(.|s) ``[B]``: ``-sum p log p``, or ``sum(log_std) + d/2 (1 + log 2 pi)``."""
+    if spec.is_discrete:
+        logp = tf.nn.log_softmax(params)
+        return -tf.reduce_sum(tf.exp(logp) * logp, axis=1)
+    _, log_std = tf.split(params, 2, axis=1)
+    return tf.reduce_sum(log_std + 0.5 * (1.0 + LOG_2PI), axis=1)

@@ -1,0 +1,81 @@
+"""The policy network for TF2: ``tf.Variable``s held by a ``tf.Module``.
+
+The forward pass is a pure function of a ``{name: tensor}`` dict, so the same code serves
+the batched ``tf.function``, the per-sample ones (``tf.vectorized_map``) and the cached
+rollout. Mirrors ``legacy_graph/network.py`` function for function: the math below is
+deliberately the same text, so a reader migrating TF1 code can diff the two files.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from pgcommon.specs import PolicySpec
+
+
+class PolicyVariables(tf.Module):
+    """The spec's ``tf.Variable``s under their canonical names (``policy/dense_0/kernel`` ...).
+
+    Tracked by ``tf.train.Checkpoint`` through the ``variables_by_name`` dict.
+    """
+
+    def __init__(self, spec: PolicySpec, weights: dict[str, np.ndarray]):
+        super().__init__(name="policy_variables")
+        self.variables_by_name = {
+            name: tf.Variable(weights[name], dtype=spec.dtype, name=name)
+            for name in spec.weight_shapes()
+        }
+
+
+def dense(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
+    """``x @ kernel + bias``: ``[B, in] -> [B, out]``."""
+    return tf.matmul(x, kernel) + bias
+
+
+def lstm_last_hidden(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tensor:
+    """Hand-written LSTM over the window ``obs [B, K, obs_dim]``; returns ``h_K [B, units]``.
+
+    ``z = [x_t, h] @ W + b``; gates ``i, f, g, o = split(z)``;
+    ``c = sigmoid(f) * c + sigmoid(i) * tanh(g)``; ``h = sigmoid(o) * tanh(c)``.
+    Built from matmuls only (no ``tf.keras.layers.LSTM``, no while loop), unrolled over K,
+    so both twins compute it identically and ``vectorized_map`` can batch it.
+    """
+    units = spec.hidden[0]
+    kernel, bias = w["policy/lstm/kernel"], w["policy/lstm/bias"]
+    h = tf.zeros(tf.stack([tf.shape(obs)[0], units]), dtype=obs.dtype)
+    c = h
+    for t in range(spec.history):
+        z = dense(tf.concat([obs[:, t, :], h], axis=1), kernel, bias)
+        i, f, g, o = tf.split(z, 4, axis=1)
+        c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+        h = tf.sigmoid(o) * tf.tanh(c)
+    return h
+
+
+def torso(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tensor:
+    """Features ``[B, width]`` from observations ``[B, *obs_shape]``."""
+    x = lstm_last_hidden(spec, w, obs) if spec.torso == "lstm" else obs
+    act = tf.tanh if spec.activation == "tanh" else tf.nn.relu
+    for i in range(len(spec.dense_sizes)):
+        x = act(dense(x, w[f"policy/dense_{i}/kernel"], w[f"policy/dense_{i}/bias"]))
+    return x
+
+
+def squash_mean(spec: PolicySpec, z: tf.Tensor) -> tf.Tensor:
+    """Put the Gaussian mean into the action bounds (``sigmoid``, ``tanh`` or ``none``)."""
+    if spec.squash == "none":
+        return z
+    low = np.asarray(spec.action_low, dtype=spec.np_dtype)
+    high = np.asarray(spec.action_high, dtype=spec.np_dtype)
+    if spec.squash == "sigmoid":
+        return low + (high - low) * tf.sigmoid(z)
+    return (high + low) / 2 + (high - low) / 2 * tf.tanh(z)
+
+
+def dist_params(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tensor:
+    """Distribution parameters ``[B, spec.num_params]``: logits, or ``concat(mean, log_std)``."""
+    z = dense(torso(spec, w, obs), w["policy/head/kernel"], w["policy/head/bias"])
+    if spec.is_discrete:
+        return z
+    log_std = w["policy/log_std"] + tf.zeros_like(z)  # broadcast to [B, action_dim]
+    return tf.concat([squash_mean(spec, z), log_std], axis=1)
