@@ -118,6 +118,13 @@ class ReinforceAgent:
         """Distribution parameters ``[B, num_params]`` for observations ``[B, *obs_shape]``."""
         return self._dist_params_fn(policy_inputs.as_obs(self.spec, obs))
 
+    def rollout_policy(self):
+        """The ``policy_fn`` for ``pgcommon.rollout.collect`` before the next update.
+
+        With ``update_path='recompute'`` this is :meth:`dist_params`.
+        """
+        return self.dist_params
+
     def log_prob(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """log pi(a|s) ``[B]`` in the spec's dtype."""
         obs = policy_inputs.as_obs(self.spec, obs)

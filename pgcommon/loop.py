@@ -1,0 +1,60 @@
+"""The training loop both twins share: collect -> returns -> update -> log, top to bottom.
+
+It is TF-free: an agent is anything with ``spec``, ``config``, ``rollout_policy()`` and
+``update(batch)`` (both twins' ``ReinforceAgent``). Returns are computed inside
+``update`` from ``pgcommon.advantages``, so both twins train on identical arrays.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from pgcommon.config import ReinforceConfig
+from pgcommon.rollout import Batch, PolicyFn, RolloutState, collect
+from pgcommon.specs import PolicySpec
+
+
+class Agent(Protocol):
+    """What the loop needs of a twin's agent."""
+
+    spec: PolicySpec
+    config: ReinforceConfig
+
+    def rollout_policy(self) -> PolicyFn: ...
+
+    def update(self, batch: Batch) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """What one pass of the loop produced."""
+
+    update: int
+    """1-based count of updates done, this one included."""
+    batch: Batch
+    """The rollout trained on (its finished episodes are ``batch.episode_returns``)."""
+    metrics: dict[str, Any]
+    """The agent's update metrics (loss, grad_norm, entropy, applied, ...)."""
+    state: RolloutState
+    """The rollout state after the batch (env-step counter included)."""
+    wall_s: float
+    """Seconds since the loop started."""
+
+
+def iterate_training(
+    agent: Agent, envs: gym.vector.VectorEnv, rng: np.random.Generator,
+    state: RolloutState | None = None, start_update: int = 0,
+) -> Iterator[Iteration]:
+    """Yield one :class:`Iteration` per update, forever; the caller decides when to stop."""
+    start = time.perf_counter()
+    update = start_update
+    while True:
+        batch, state = collect(envs, agent.rollout_policy(), agent.spec,
+                               agent.config.num_steps, rng, state)      # collect
+        metrics = agent.update(batch)                                    # returns + update
+        update += 1
+        yield Iteration(update, batch, metrics, state, time.perf_counter() - start)  # log

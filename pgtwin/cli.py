@@ -1,0 +1,48 @@
+"""The ``pgtwin`` command line: one subcommand per module in ``pgtwin.commands``.
+
+Each command module exposes ``add_parser(subparsers)`` (registering its arguments and
+``set_defaults(run=...)``) and keeps its imports of TensorFlow inside ``run`` so that
+``pgtwin --help`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from pgtwin import __version__
+
+COMMANDS = ("train", "parity", "bench", "demo", "convert_checkpoint")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every available subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="pgtwin",
+        description="REINFORCE in TF1 graph mode and TF2 eager, with parity checks and benchmarks.",
+    )
+    parser.add_argument("--version", action="version", version=f"pgtwin {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"pgtwin.commands.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"pgtwin.commands.{name}":
+                raise
+            continue  # a command still being written
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``pgtwin`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "run", None) is None:
+        parser.print_help()
+        return 0
+    return int(args.run(args, parser) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
