@@ -1,0 +1,128 @@
+"""The parity ladder's report: per rung and variable, how far two implementations part.
+
+The rungs follow TensorFlow's migration guide: same variables -> same outputs on fixed
+weights -> same loss -> same gradients -> same weights after optimizer steps (-> same
+training run). A :class:`ParityReport` holds one :class:`Row` per (rung, item) compared and
+names the first rung, and item, where the two part.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+RUNGS = ("variables", "outputs", "loss", "gradients", "weights", "training")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One comparison: an item (variable, output, ...) at one rung."""
+
+    rung: str
+    item: str
+    max_abs: float
+    max_rel: float
+    ok: bool
+    note: str = ""
+    context: str = ""
+    """What else identifies the row (policy kind, dtype, optimizer ...)."""
+
+
+@dataclass
+class ParityReport:
+    """Rows in ladder order, with the verdict."""
+
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every row passed."""
+        return all(r.ok for r in self.rows)
+
+    @property
+    def first_failure(self) -> Row | None:
+        """The first failing row in ladder order (rung order, then insertion order)."""
+        failing = [r for r in self.rows if not r.ok]
+        if not failing:
+            return None
+        order = {name: i for i, name in enumerate(RUNGS)}
+        return min(failing, key=lambda r: (order.get(r.rung, len(RUNGS)), self.rows.index(r)))
+
+    def add(self, row: Row) -> Row:
+        """Append ``row`` and return it."""
+        self.rows.append(row)
+        return row
+
+    def extend(self, other: "ParityReport") -> None:
+        """Append all rows of ``other``."""
+        self.rows.extend(other.rows)
+
+    def summary(self) -> str:
+        """One line: all passed, or where the two implementations first part."""
+        bad = self.first_failure
+        if bad is None:
+            return f"parity OK: {len(self.rows)} comparisons passed"
+        where = f" [{bad.context}]" if bad.context else ""
+        return (f"parity FAILED at rung '{bad.rung}', item '{bad.item}'{where}: "
+                f"max abs {bad.max_abs:.3g}, max rel {bad.max_rel:.3g}"
+                + (f" ({bad.note})" if bad.note else ""))
+
+    def to_table(self) -> str:
+        """A fixed-width text table of every row, then the summary line."""
+        header = ("context", "rung", "item", "max_abs", "max_rel", "ok")
+        lines = [(r.context, r.rung, r.item, f"{r.max_abs:.3e}", f"{r.max_rel:.3e}",
+                  "pass" if r.ok else "FAIL" + (f" ({r.note})" if r.note else ""))
+                 for r in self.rows]
+        widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h)
+                  for i, h in enumerate(header)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        out = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+        out += [fmt.format(*line) for line in lines]
+        out.append(self.summary())
+        return "\n".join(out)
+
+    def to_dict(self) -> dict:
+        """JSON-ready ``{"ok": bool, "summary": str, "rows": [...]}``."""
+        return {"ok": self.ok, "summary": self.summary(), "rows": [asdict(r) for r in self.rows]}
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as a JSON string."""
+        return json.dumps(self.to_dict())
+
+
+def errors(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """``(max abs error, max relative error)`` between two arrays of the same shape.
+
+    The relative error divides by ``max(|a|, |b|)`` elementwise, with exact zeros in both
+    counting as zero error (so a gradient that is 0 in both is not an infinite error).
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return float("inf"), float("inf")
+    if a.size == 0:
+        return 0.0, 0.0
+    diff = np.abs(a - b)
+    scale = np.maximum(np.abs(a), np.abs(b))
+    rel = np.divide(diff, scale, out=np.zeros_like(diff), where=scale > 0)
+    bad = ~(np.isfinite(a) & np.isfinite(b))
+    if bad.any():
+        same = np.isnan(a) & np.isnan(b) | (a == b)
+        if not same[bad].all():
+            return float("inf"), float("inf")
+    return float(np.nanmax(diff)), float(np.nanmax(rel))
+
+
+def compare_arrays(rung: str, item: str, a: np.ndarray, b: np.ndarray, rtol: float,
+                   atol: float = 0.0, context: str = "") -> Row:
+    """A row for ``a`` vs ``b``: ok when every element has ``|a - b| <= atol + rtol * scale``."""
+    a64 = np.asarray(a, dtype=np.float64)
+    b64 = np.asarray(b, dtype=np.float64)
+    if a64.shape != b64.shape:
+        return Row(rung, item, float("inf"), float("inf"), False,
+                   f"shapes differ: {a64.shape} vs {b64.shape}", context)
+    max_abs, max_rel = errors(a64, b64)
+    scale = np.maximum(np.abs(a64), np.abs(b64))
+    ok = bool(np.all(np.abs(a64 - b64) <= atol + rtol * scale)) and np.isfinite(max_abs)
+    return Row(rung, item, max_abs, max_rel, ok, "", context)
