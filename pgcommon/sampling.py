@@ -62,6 +62,9 @@ def sample(
         # Inverse-CDF sampling: one uniform per row, deterministic given the rng.
         probs = np.exp(log_softmax(params))
         cdf = np.cumsum(probs, axis=1)
+        # Rounding can leave cdf[-1] a few ulps below 1; a u above it would then pick the
+        # last action even at probability 0 (a masked logit). Dividing makes cdf[-1] == 1.
+        cdf /= cdf[:, -1:]
         u = rng.random(params.shape[0])[:, None]
         actions = np.minimum(np.sum(u > cdf, axis=1), params.shape[1] - 1).astype(np.int64)
     else:

@@ -73,6 +73,10 @@ class PolicySpec:
                 f"PolicySpec.obs_shape={self.obs_shape} does not fit torso={self.torso!r}: "
                 f"expected {'(K, obs_dim)' if expected_rank == 2 else '(obs_dim,)'} with positive sizes"
             )
+        if isinstance(self.action_size, bool) or int(self.action_size) != self.action_size:
+            # A float size would only fail later, as a numpy shape error far from here.
+            raise ValueError(f"PolicySpec.action_size must be an integer, got {self.action_size!r}")
+        object.__setattr__(self, "action_size", int(self.action_size))
         if self.action_size < 1:
             raise ValueError(f"PolicySpec.action_size must be >= 1, got {self.action_size}")
         if any(h < 1 for h in self.hidden):
