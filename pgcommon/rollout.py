@@ -13,6 +13,7 @@ from typing import Callable
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from pgcommon import sampling
 from pgcommon.specs import PolicySpec
@@ -116,10 +117,13 @@ def collect(
       state: the state returned by the previous call; ``None`` resets the envs.
 
     Raises:
-      ValueError: a non-finite observation or reward, naming the env index and the step.
+      ValueError: a non-finite observation or reward, or distribution params of the wrong
+        shape or non-finite, naming the env index and the step; an env that autoresets in
+        another mode than NEXT_STEP.
     """
     if num_steps < 1:
         raise ValueError(f"collect: num_steps must be >= 1, got {num_steps}")
+    _check_autoreset_mode(envs)
     if state is None:
         state = RolloutState.start(envs)
     n = envs.num_envs
@@ -138,6 +142,7 @@ def collect(
     obs = state.obs
     for t in range(num_steps):
         params = np.asarray(policy_fn(obs))
+        _check_params(params, spec, n, t)
         actions, log_probs = sampling.sample(spec, params, rng)
         next_obs, rewards, terminated, truncated, _ = envs.step(sampling.env_actions(spec, actions))
         state.env_steps += n
@@ -168,6 +173,34 @@ def collect(
         params=params_buf, env_steps=state.env_steps,
     )
     return batch, state
+
+
+def _check_autoreset_mode(envs: gym.vector.VectorEnv) -> None:
+    # The valid mask assumes NEXT_STEP; in SAME_STEP mode the step after an end is a real
+    # step, so masking it would silently drop data. Envs that do not say are trusted.
+    mode = getattr(envs, "metadata", {}).get("autoreset_mode")
+    if mode is not None and AutoresetMode(mode) is not AutoresetMode.NEXT_STEP:
+        raise ValueError(
+            f"collect: the vector env autoresets in mode {AutoresetMode(mode)!r}; rollouts need "
+            f"{AutoresetMode.NEXT_STEP!r} (gymnasium's default, see pgcommon.envs.make_vec_env)"
+        )
+
+
+def _check_params(params: np.ndarray, spec: PolicySpec, n: int, step: int) -> None:
+    # NaN logits would otherwise sample action 0 silently (every `u > cdf` is False).
+    expected = (n, spec.num_params)
+    if params.shape != expected:
+        raise ValueError(
+            f"policy_fn returned distribution params of shape {params.shape} at rollout step "
+            f"{step}; expected {list(expected)} for a {spec.distribution} policy"
+        )
+    bad = ~np.isfinite(params).all(axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"policy_fn returned non-finite distribution params for env {i} at rollout step "
+            f"{step}: {params[i]}"
+        )
 
 
 def _check_finite_obs(obs: np.ndarray, step: int, env_steps: int) -> None:
