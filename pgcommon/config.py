@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 
 OPTIMIZERS = ("adam", "sgd")
@@ -16,6 +17,16 @@ BASELINES = (
 )
 UPDATE_PATHS = ("recompute", "cached")
 DTYPES = ("float32", "float64")
+
+
+def _real(value: object) -> bool:
+    """A real number, not a bool (True would pass as 1)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _count(value: object) -> bool:
+    """An integer >= 1, python or numpy, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
 
 
 @dataclass(frozen=True)
@@ -52,27 +63,36 @@ class ReinforceConfig:
     """``float32`` or ``float64`` for weights and computations."""
 
     def __post_init__(self) -> None:
+        # Predicates, not comparisons evaluated here: a None or a string must give the
+        # message naming the field, not a TypeError from `None > 0`.
         checks = [
-            ("gamma", 0.0 <= self.gamma <= 1.0, "must be in [0, 1]"),
-            ("learning_rate", self.learning_rate > 0 and math.isfinite(self.learning_rate),
-             "must be a finite number > 0"),
-            ("adam_beta1", 0.0 <= self.adam_beta1 < 1.0, "must be in [0, 1)"),
-            ("adam_beta2", 0.0 <= self.adam_beta2 < 1.0, "must be in [0, 1)"),
-            ("adam_epsilon", self.adam_epsilon > 0, "must be > 0"),
-            ("entropy_coef", self.entropy_coef >= 0 and math.isfinite(self.entropy_coef),
-             "must be a finite number >= 0"),
-            ("max_grad_norm", self.max_grad_norm is None or self.max_grad_norm > 0,
-             "must be None or > 0"),
-            ("num_envs", isinstance(self.num_envs, int) and self.num_envs >= 1, "must be an int >= 1"),
-            ("num_steps", isinstance(self.num_steps, int) and self.num_steps >= 1, "must be an int >= 1"),
-            ("optimizer", self.optimizer in OPTIMIZERS, f"must be one of {OPTIMIZERS}"),
-            ("baseline", self.baseline in BASELINES, f"must be one of {BASELINES}"),
-            ("update_path", self.update_path in UPDATE_PATHS, f"must be one of {UPDATE_PATHS}"),
-            ("dtype", self.dtype in DTYPES, f"must be one of {DTYPES}"),
+            ("gamma", lambda v: _real(v) and 0.0 <= v <= 1.0, "must be a number in [0, 1]"),
+            ("learning_rate", lambda v: _real(v) and 0 < v < math.inf, "must be a finite number > 0"),
+            ("adam_beta1", lambda v: _real(v) and 0.0 <= v < 1.0, "must be a number in [0, 1)"),
+            ("adam_beta2", lambda v: _real(v) and 0.0 <= v < 1.0, "must be a number in [0, 1)"),
+            ("adam_epsilon", lambda v: _real(v) and 0 < v < math.inf, "must be a finite number > 0"),
+            ("normalize_returns", lambda v: isinstance(v, bool), "must be True or False"),
+            ("entropy_coef", lambda v: _real(v) and 0 <= v < math.inf, "must be a finite number >= 0"),
+            # inf is refused too: TF's clip_by_global_norm turns an infinite clip norm into NaN.
+            ("max_grad_norm", lambda v: v is None or (_real(v) and 0 < v < math.inf),
+             "must be None or a finite number > 0"),
+            ("num_envs", _count, "must be an int >= 1"),
+            ("num_steps", _count, "must be an int >= 1"),
+            ("optimizer", lambda v: v in OPTIMIZERS, f"must be one of {OPTIMIZERS}"),
+            ("baseline", lambda v: v in BASELINES, f"must be one of {BASELINES}"),
+            ("update_path", lambda v: v in UPDATE_PATHS, f"must be one of {UPDATE_PATHS}"),
+            ("dtype", lambda v: v in DTYPES, f"must be one of {DTYPES}"),
         ]
         for name, ok, why in checks:
-            if not ok:
-                raise ValueError(f"ReinforceConfig.{name}={getattr(self, name)!r} {why}")
+            value = getattr(self, name)
+            try:
+                valid = bool(ok(value))
+            except TypeError:  # e.g. an unhashable value tested with `in`
+                valid = False
+            if not valid:
+                raise ValueError(f"ReinforceConfig.{name}={value!r} {why}")
+        object.__setattr__(self, "num_envs", int(self.num_envs))
+        object.__setattr__(self, "num_steps", int(self.num_steps))
 
     @property
     def batch_size(self) -> int:
