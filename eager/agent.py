@@ -57,6 +57,7 @@ class ReinforceAgent:
         self.optimizer.build(list(self.variables.values()))
         self.checkpoint = tf.train.Checkpoint(policy=self.policy, optimizer=self.optimizer)
         self._build_functions()
+        self._cached_update = None  # eager.cached.CachedUpdate, built on first use
 
     # ------------------------------------------------------------ functions
     def _signatures(self) -> dict[str, tf.TensorSpec]:
@@ -127,9 +128,19 @@ class ReinforceAgent:
     def rollout_policy(self):
         """The ``policy_fn`` for ``pgcommon.rollout.collect`` before the next update.
 
-        With ``update_path='recompute'`` this is :meth:`dist_params`.
+        With ``update_path='recompute'`` this is :meth:`dist_params`; with ``'cached'`` it is a
+        fresh ``eager.cached.RolloutRecording`` that the next update differentiates.
         """
+        if self.config.update_path == "cached":
+            return self._cached().recorder()
         return self.dist_params
+
+    def _cached(self):
+        """The cached update path (``eager/cached.py``), built on first use."""
+        if self._cached_update is None:
+            from eager.cached import CachedUpdate  # it imports this module
+            self._cached_update = CachedUpdate(self)
+        return self._cached_update
 
     def log_prob(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """log pi(a|s) ``[B]`` in the spec's dtype."""
@@ -156,6 +167,8 @@ class ReinforceAgent:
 
     def gradients(self, batch: Batch) -> dict[str, np.ndarray]:
         """Gradient of the loss on ``batch`` by variable name (unclipped, not applied)."""
+        if self.config.update_path == "cached":
+            return self._cached().gradients(batch)
         _, grads, _ = self._loss_fn(*self._args(self.inputs(batch)))
         return {name: g.numpy() for name, g in zip(self.variables, grads)}
 
@@ -165,6 +178,8 @@ class ReinforceAgent:
         A non-finite loss or gradient skips the step (weights and optimizer state unchanged)
         and is reported as ``applied = False``.
         """
+        if self.config.update_path == "cached":
+            return self._cached().update(batch)
         loss, norm, ent, applied = self._train_fn(*self._args(self.inputs(batch)))
         return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
                 "applied": bool(applied)}

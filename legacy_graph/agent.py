@@ -61,6 +61,7 @@ class ReinforceAgent:
         self.session.run(self._init_op)
         self.set_weights(weights)
         self._dist_params_fn = self.session.make_callable(self.params, [self.obs_ph])
+        self._cached_update = None  # legacy_graph.cached.CachedUpdate, built on first use
 
     # ----------------------------------------------------------------- graph
     def _build(self) -> None:
@@ -121,9 +122,19 @@ class ReinforceAgent:
     def rollout_policy(self):
         """The ``policy_fn`` for ``pgcommon.rollout.collect`` before the next update.
 
-        With ``update_path='recompute'`` this is :meth:`dist_params`.
+        With ``update_path='recompute'`` this is :meth:`dist_params`; with ``'cached'`` it is a
+        fresh ``legacy_graph.cached.RolloutRecording`` that the next update differentiates.
         """
+        if self.config.update_path == "cached":
+            return self._cached().recorder()
         return self.dist_params
+
+    def _cached(self):
+        """The cached update path (``legacy_graph/cached.py``), built on first use."""
+        if self._cached_update is None:
+            from legacy_graph.cached import CachedUpdate  # it imports this module
+            self._cached_update = CachedUpdate(self)
+        return self._cached_update
 
     def log_prob(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """log pi(a|s) ``[B]`` in the spec's dtype."""
@@ -149,6 +160,8 @@ class ReinforceAgent:
 
     def gradients(self, batch: Batch) -> dict[str, np.ndarray]:
         """Gradient of the loss on ``batch`` by variable name (unclipped, not applied)."""
+        if self.config.update_path == "cached":
+            return self._cached().gradients(batch)
         grads = self.session.run(self.grads, self._feed(self.inputs(batch)))
         return dict(zip(self.variables, grads))
 
@@ -158,6 +171,8 @@ class ReinforceAgent:
         A non-finite loss or gradient skips the step (weights and optimizer state unchanged)
         and is reported as ``applied = False``.
         """
+        if self.config.update_path == "cached":
+            return self._cached().update(batch)
         inputs = self.inputs(batch)
         loss, norm, ent, applied, _ = self.session.run(
             [self.loss, self.grad_norm, self.entropy, self.applied, self.train_op],

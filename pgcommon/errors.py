@@ -16,3 +16,11 @@ class DisconnectedGradientError(RuntimeError):
             "is None. Was the loss built from values that left the graph (numpy log-probs, "
             "a stop_gradient, an unrelated tensor)? Refusing a silent None/zero update."
         )
+
+
+class RecordingMismatchError(ValueError):
+    """A ``cached`` update was asked for a batch that is not the recorded rollout.
+
+    The cached update path differentiates the forward passes the rollout ran; training on
+    any other batch (or under changed weights) would give a wrong gradient, so it refuses.
+    """

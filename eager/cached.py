@@ -1,0 +1,137 @@
+"""The ``cached`` update path, the TF2 way: the rollout's forward passes recorded on a tape.
+
+Mirrors ``legacy_graph/cached.py``. The recompute path samples a rollout with T calls of the
+batched ``tf.function`` forward pass, then feeds all T*N observations back for one big
+forward and backward pass. Here the rollout *is* the forward pass of the update:
+
+* every rollout step calls the same ``tf.function`` forward pass (``agent._dist_params_fn``)
+  inside one ``GradientTape`` that is re-entered step by step (``with tape:`` per step, so
+  nothing run between the steps is recorded) and keeps the ``params_t`` tensors;
+* the update concatenates them (``[T*N, P]``, time-major like the batch), builds the loss
+  from them and the batch's actions under the same tape, and ``tape.gradient`` runs the
+  backward pass of each recorded step from the activations the tape kept. No forward op
+  runs twice.
+
+Entropy bonus, gradient clipping and the non-finite skip are the agent's own code
+(``ReinforceAgent._guarded_apply``), so both paths apply exactly the same update.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from pgcommon.advantages import TrainInputs
+from pgcommon.errors import RecordingMismatchError
+from pgcommon.recording import RecordedSteps
+from pgcommon.rollout import Batch
+
+from eager import distributions
+from eager.agent import checked_gradients
+from eager.loss import reinforce_loss
+
+
+class CachedUpdate:
+    """The loss-from-recorded-params functions of one agent, and its latest rollout recording.
+
+    Args:
+      agent: an ``eager.agent.ReinforceAgent`` with ``config.update_path='cached'``.
+    """
+
+    def __init__(self, agent):
+        self.agent = agent
+        self.num_steps, self.num_envs = agent.config.num_steps, agent.config.num_envs
+        s, dtype = agent._signatures(), agent.spec.dtype  # noqa: SLF001
+        params_sig = tf.TensorSpec([None, agent.spec.num_params], dtype)
+        grad_sig = [tf.TensorSpec(v.shape, v.dtype) for v in agent.variables.values()]
+        self.loss_fn = tf.function(self._loss, input_signature=[
+            params_sig, s["actions"], s["vector"], s["vector"]])
+        self.apply_fn = tf.function(agent._guarded_apply, input_signature=[  # noqa: SLF001
+            grad_sig, tf.TensorSpec([], dtype)])
+        self.pending: RolloutRecording | None = None
+
+    def _loss(self, params, actions, advantages, weights):
+        """``(loss, entropy)`` from the distribution parameters ``params [B, P]`` (gradient)."""
+        spec = self.agent.spec
+        entropies = distributions.entropy(spec, params)
+        loss = reinforce_loss(distributions.log_prob(spec, params, actions), advantages,
+                              weights, entropies, self.agent.config.entropy_coef)
+        return loss, tf.reduce_sum(weights * entropies)
+
+    # ------------------------------------------------------------- rollout
+    def recorder(self) -> "RolloutRecording":
+        """A new recording (the rollout's ``policy_fn``); an unfinished one is discarded."""
+        if self.pending is not None and not self.pending.steps.consumed:
+            self.pending.discard()
+        self.pending = RolloutRecording(self)
+        return self.pending
+
+    # -------------------------------------------------------------- update
+    def _recording_for(self, batch: Batch) -> tuple["RolloutRecording", TrainInputs]:
+        inputs = self.agent.inputs(batch)
+        if self.pending is None:
+            raise RecordingMismatchError(
+                "update_path='cached' differentiates the rollout's own forward passes, but no "
+                "rollout was recorded: collect the batch with agent.rollout_policy() first "
+                "(pgcommon.loop.iterate_training does), or use update_path='recompute'")
+        self.pending.steps.check_batch(inputs.obs, self.agent.get_weights())
+        return self.pending, inputs
+
+    def gradients(self, batch: Batch) -> dict[str, np.ndarray]:
+        """Gradient of the loss on the recorded ``batch`` (unclipped, not applied).
+
+        Uses up the recording, as :meth:`update` does.
+        """
+        recording, inputs = self._recording_for(batch)
+        _, grads, _ = recording.finish(inputs)
+        return {name: g.numpy() for name, g in zip(self.agent.variables, grads)}
+
+    def update(self, batch: Batch) -> dict[str, Any]:
+        """One optimizer step on the recorded ``batch``; the same metrics as recompute's."""
+        recording, inputs = self._recording_for(batch)
+        loss, grads, ent = recording.finish(inputs)
+        applied = self.apply_fn(grads, loss)
+        return {"loss": float(loss), "grad_norm": float(tf.linalg.global_norm(grads)),
+                "entropy": float(ent), "applied": bool(applied)}
+
+
+class RolloutRecording:
+    """One open ``GradientTape`` over a rollout's forward passes: the ``policy_fn`` of a rollout.
+
+    Call it with observations ``[N, *obs_shape]`` once per step, T times; it returns the
+    distribution parameters ``[N, num_params]`` (numpy, for sampling only: the gradient
+    path is the tensor the tape keeps).
+    """
+
+    def __init__(self, cached: CachedUpdate):
+        self.cached = cached
+        agent = cached.agent
+        self.steps = RecordedSteps(agent.spec, cached.num_steps, cached.num_envs,
+                                   agent.get_weights())
+        self.tape = tf.GradientTape()
+        self.params: list[tf.Tensor] = []
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        obs = self.steps.add(obs)
+        with self.tape:
+            params = self.cached.agent._dist_params_fn(obs)  # noqa: SLF001
+        self.params.append(params)
+        return params.numpy()
+
+    def finish(self, inputs: TrainInputs) -> tuple[tf.Tensor, list[tf.Tensor], tf.Tensor]:
+        """``(loss, grads, entropy)`` of the update's inputs, through the recorded passes."""
+        self.steps.consumed = True
+        with self.tape:
+            params = tf.concat(self.params, axis=0)  # [T*N, P], row i = t*N + n
+            loss, entropy = self.cached.loss_fn(params, inputs.actions, inputs.advantages,
+                                                inputs.weights)
+        grads = checked_gradients(self.tape, loss, self.cached.agent.variables)
+        self.params.clear()  # the tape has released the activations; drop the outputs too
+        return loss, grads, entropy
+
+    def discard(self) -> None:
+        """Drop an unfinished recording and the activations its tape holds."""
+        self.steps.consumed = True
+        self.params.clear()
+        self.tape = None
