@@ -151,7 +151,10 @@ def collect(
         valid = ~state.needs_reset
         rewards = np.where(valid, rewards, 0.0)
         obs_buf[t], act_buf[t], params_buf[t] = obs, actions, params
-        rew_buf[t], term_buf[t], trunc_buf[t] = rewards, terminated & valid, truncated & valid
+        # A step can fail and hit the time limit at once (CartPole's pole falling at step
+        # 500 sets both): it is a true terminal, so ``truncated`` is kept for cuts alone.
+        rew_buf[t], term_buf[t] = rewards, terminated & valid
+        trunc_buf[t] = truncated & valid & ~terminated
         logp_buf[t], valid_buf[t] = log_probs, valid
 
         state.episode_return += rewards
