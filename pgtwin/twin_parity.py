@@ -353,3 +353,35 @@ def compare_training(kind: PolicyKind, spec: PolicySpec, weights: dict[str, np.n
                       f"float32, the runs parted at update {parted_at}: reported", ctx)
         report.add(row)
     return report
+
+
+# ------------------------------------------------------------------------- summary
+def rung_summary(report: ParityReport, policy: str, dtype: str) -> list[dict]:
+    """One dict per rung of ``report``: the worst errors over its rows, and the verdict.
+
+    Keys: ``policy, dtype, rung, max_abs, max_rel, ok, worst`` (the item with the largest
+    relative error, with its context) and ``note`` (the first failing row's, else the first
+    row's note, e.g. where a float32 training run parted). Infinite errors become ``None``
+    so that the dicts are valid JSON.
+    """
+    out = []
+    for rung in RUNGS:
+        rows = [r for r in report.rows if r.rung == rung]
+        if not rows:
+            continue
+        worst = max(rows, key=lambda r: (r.max_rel, r.max_abs))
+        failing = [r for r in rows if not r.ok]
+        noted = [r for r in failing or rows if r.note]
+        out.append({
+            "policy": policy, "dtype": dtype, "rung": rung,
+            "max_abs": _finite_or_none(max(r.max_abs for r in rows)),
+            "max_rel": _finite_or_none(max(r.max_rel for r in rows)),
+            "ok": not failing,
+            "worst": f"{worst.item} [{worst.context}]",
+            "note": noted[0].note if noted else "",
+        })
+    return out
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
