@@ -22,6 +22,7 @@ from pgcommon.specs import PolicySpec, check_weights, init_weights
 from eager import distributions, network
 from eager.loss import reinforce_loss
 from eager.optimizers import make_optimizer
+from eager.policy_call import policy_callable
 
 
 def checked_gradients(tape: tf.GradientTape, loss: tf.Tensor,
@@ -76,6 +77,8 @@ class ReinforceAgent:
         self._loss_fn = tf.function(self._loss_and_grads, input_signature=batch_sig)
         self._train_fn = tf.function(self._train_step, input_signature=batch_sig)
         self._apply_fn = tf.function(self._guarded_apply_zero_loss, input_signature=grad_sig)
+        # The numpy path of the same single trace, for the once-per-env-step rollout calls.
+        self._dist_params_call = policy_callable(self._dist_params_fn)
 
     def trace_counts(self) -> dict[str, int]:
         """How often each ``tf.function`` has been traced (1 after warm-up, never more)."""
@@ -123,7 +126,7 @@ class ReinforceAgent:
     # --------------------------------------------------------------- policy
     def dist_params(self, obs: np.ndarray) -> np.ndarray:
         """Distribution parameters ``[B, num_params]`` for observations ``[B, *obs_shape]``."""
-        return self._dist_params_fn(policy_inputs.as_obs(self.spec, obs)).numpy()
+        return self._dist_params_call(policy_inputs.as_obs(self.spec, obs))
 
     def rollout_policy(self):
         """The ``policy_fn`` for ``pgcommon.rollout.collect`` before the next update.

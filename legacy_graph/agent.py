@@ -23,6 +23,7 @@ from pgcommon.specs import PolicySpec, check_weights, init_weights
 from legacy_graph import distributions, network
 from legacy_graph.loss import reinforce_loss
 from legacy_graph.optimizers import make_optimizer
+from legacy_graph.policy_call import policy_callable
 
 tf1 = tf.compat.v1
 
@@ -60,7 +61,7 @@ class ReinforceAgent:
         self.session = tf1.Session(graph=self.graph)
         self.session.run(self._init_op)
         self.set_weights(weights)
-        self._dist_params_fn = self.session.make_callable(self.params, [self.obs_ph])
+        self._dist_params_fn = policy_callable(self.session, self.params, self.obs_ph)
         self._cached_update = None  # legacy_graph.cached.CachedUpdate, built on first use
 
     # ----------------------------------------------------------------- graph

@@ -26,8 +26,10 @@ def split_gaussian(params: np.ndarray, action_dim: int) -> tuple[np.ndarray, np.
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     """Stable log-softmax over the last axis; finite for logits as large as 1e3."""
-    shifted = logits - np.max(logits, axis=-1, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+    # Array methods, not np.max/np.sum: rollouts call this every env step on [N, n] arrays,
+    # where numpy's function wrappers cost as much as the arithmetic.
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
 def log_prob(spec: PolicySpec, params: np.ndarray, actions: np.ndarray) -> np.ndarray:
@@ -60,16 +62,18 @@ def sample(
     params = np.asarray(params, dtype=np.float64)
     if spec.is_discrete:
         # Inverse-CDF sampling: one uniform per row, deterministic given the rng.
-        probs = np.exp(log_softmax(params))
-        cdf = np.cumsum(probs, axis=1)
+        # The log-softmax is computed once and serves both the CDF and the log-probs
+        # (the same values ``log_prob`` would recompute).
+        logp = log_softmax(params)
+        cdf = np.exp(logp).cumsum(axis=1)
         # Rounding can leave cdf[-1] a few ulps below 1; a u above it would then pick the
         # last action even at probability 0 (a masked logit). Dividing makes cdf[-1] == 1.
         cdf /= cdf[:, -1:]
         u = rng.random(params.shape[0])[:, None]
-        actions = np.minimum(np.sum(u > cdf, axis=1), params.shape[1] - 1).astype(np.int64)
-    else:
-        mean, log_std = split_gaussian(params, spec.action_size)
-        actions = mean + np.exp(log_std) * rng.standard_normal(mean.shape)
+        actions = np.minimum((u > cdf).sum(axis=1), params.shape[1] - 1).astype(np.int64)
+        return actions, np.take_along_axis(logp, actions[:, None], axis=1)[:, 0]
+    mean, log_std = split_gaussian(params, spec.action_size)
+    actions = mean + np.exp(log_std) * rng.standard_normal(mean.shape)
     return actions, log_prob(spec, params, actions)
 
 
