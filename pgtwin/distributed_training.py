@@ -52,11 +52,12 @@ def make_strategy(name: str, cpu_replicas: int | None = None, devices: Sequence[
     """
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}: choose one of {STRATEGIES}")
+    if cpu_replicas is not None and (isinstance(cpu_replicas, bool)
+                                     or int(cpu_replicas) != cpu_replicas or cpu_replicas < 1):
+        raise ValueError(f"cpu_replicas must be an integer >= 1, got {cpu_replicas!r}")
     import tensorflow as tf
 
     if cpu_replicas is not None:
-        if isinstance(cpu_replicas, bool) or int(cpu_replicas) != cpu_replicas or cpu_replicas < 1:
-            raise ValueError(f"cpu_replicas must be an integer >= 1, got {cpu_replicas!r}")
         cpu = tf.config.list_physical_devices("CPU")[0]
         try:
             tf.config.set_logical_device_configuration(

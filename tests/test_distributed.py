@@ -1,0 +1,312 @@
+"""The eager twin under ``tf.distribute`` (eager/distributed.py, pgtwin/distributed_training.py)
+and rollouts stepped in worker processes.
+
+The oracle of every distributed update is the single-device ``eager.agent.ReinforceAgent``
+fed the concatenation of the replicas' batches: R replicas must make the update one device
+makes on the global batch (same gradient, same weights after several optimizer steps), up
+to the order of float summation.
+
+TensorFlow fixes its device list when it first initialises, so the two-logical-device runs
+and the two-worker runs happen in subprocesses (this file run as a script: ``python -m
+tests.test_distributed logical-devices``), each bounded by a timeout.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pgcommon.config import ReinforceConfig
+from pgcommon.envs import make_vec_env
+from pgcommon.rollout import collect
+from pgcommon.specs import PolicySpec, init_weights, spec_for_env
+from pgtwin.distributed_training import (
+    check_tf_config, concat_batches, make_strategy, replica_env_seed, replica_rng,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Cases of the two-device parity run: SGD shows a gradient counted twice (Adam would hide a
+# constant factor); unequal valid counts per replica show a per-replica normalisation or
+# mean; clipping needs the global norm.
+PARITY_CASES = {
+    "sgd": dict(optimizer="sgd"),
+    "adam-mean-clip": dict(optimizer="adam", baseline="mean", max_grad_norm=0.05),
+    "sgd-raw-mean-entropy": dict(optimizer="sgd", normalize_returns=False, baseline="mean",
+                                 entropy_coef=0.01),
+}
+# float32: sums over 230 samples in another order (~1e-7 relative); Adam divides by
+# sqrt(v) and amplifies that on near-zero gradients over 3 steps.
+TOL = {"float32": dict(grad=1e-6, weight=2e-5, loss=1e-6),
+       "float64": dict(grad=1e-14, weight=1e-13, loss=1e-14)}
+
+
+def _subprocess_env() -> dict[str, str]:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+def _last_json_line(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ----------------------------------------------------------- rollouts in worker processes
+def _linear_policy(spec: PolicySpec):
+    """A fixed numpy policy (logits = obs @ W), so both rollouts see the same actions."""
+    w = np.random.default_rng(7).normal(size=(spec.obs_dim, spec.action_size))
+    return lambda obs: obs.reshape(obs.shape[0], -1) @ w
+
+
+def test_async_collect_replays_sync_collect():
+    # Sub-env i is seeded seed + i in both modes, so stepping the copies in worker processes
+    # must give the same batch, bit for bit, as stepping them here.
+    batches = {}
+    for mode in ("sync", "async"):
+        envs = make_vec_env("CartPole-v1", 3, seed=5, vectorization=mode)
+        spec = spec_for_env(envs)
+        try:
+            kind = type(envs.unwrapped).__name__
+            assert kind == {"sync": "SyncVectorEnv", "async": "AsyncVectorEnv"}[mode]
+            rng, state, out = np.random.default_rng(0), None, []
+            for _ in range(2):  # the second collect continues the first (state, autoresets)
+                batch, state = collect(envs, _linear_policy(spec), spec, 40, rng, state)
+                out.append(batch)
+        finally:
+            envs.close()
+        batches[mode] = out
+    for sync, asyn in zip(batches["sync"], batches["async"]):
+        assert (~sync.valid).any()  # episodes ended and autoreset inside the window
+        for name in ("obs", "actions", "rewards", "terminated", "truncated", "valid",
+                     "next_obs", "episode_returns", "episode_lengths"):
+            np.testing.assert_array_equal(getattr(sync, name), getattr(asyn, name), err_msg=name)
+        assert sync.env_steps == asyn.env_steps
+
+
+# --------------------------------------------------------------------- pure helpers
+def test_replica_seeds_cover_one_global_vector_env():
+    # replica r, env i -> seed + r * N + i: two replicas of 3 envs = one vector env of 6.
+    seeds = [replica_env_seed(10, r, 3) + i for r in range(2) for i in range(3)]
+    assert seeds == [10, 11, 12, 13, 14, 15]
+    a, b = replica_rng(0, 0).random(4), replica_rng(0, 1).random(4)
+    assert not np.allclose(a, b)
+
+
+def test_concat_batches_joins_envs_and_refuses_mixed_lengths():
+    envs = make_vec_env("CartPole-v1", 2, seed=0)
+    spec = spec_for_env(envs)
+    policy, rng = _linear_policy(spec), np.random.default_rng(0)
+    b1, state = collect(envs, policy, spec, 30, rng)
+    b2, _ = collect(envs, policy, spec, 30, rng, state)
+    whole = concat_batches([b1, b2])
+    assert whole.obs.shape == (30, 4, 4) and whole.valid.shape == (30, 4)
+    np.testing.assert_array_equal(whole.rewards[:, 2:], b2.rewards)
+    assert whole.num_valid == b1.num_valid + b2.num_valid
+    short, _ = collect(envs, policy, spec, 5, rng)
+    envs.close()
+    with pytest.raises(ValueError, match=r"different lengths T \[5, 30\]"):
+        concat_batches([b1, short])
+    with pytest.raises(ValueError, match="no batches"):
+        concat_batches([])
+
+
+def test_strategy_and_tf_config_errors():
+    with pytest.raises(ValueError, match="unknown strategy 'ring'"):
+        make_strategy("ring")
+    with pytest.raises(ValueError, match="needs the TF_CONFIG"):
+        check_tf_config(None)
+    with pytest.raises(ValueError, match="not valid JSON"):
+        check_tf_config("{worker")
+    with pytest.raises(ValueError, match="no cluster.worker list"):
+        check_tf_config('{"cluster": {}, "task": {"type": "worker", "index": 0}}')
+    with pytest.raises(ValueError, match=r"index': 0\.\.1"):
+        check_tf_config('{"cluster": {"worker": ["a:1", "b:2"]}, '
+                        '"task": {"type": "worker", "index": 2}}')
+    with pytest.raises(ValueError, match="cpu_replicas must be an integer >= 1, got 0"):
+        make_strategy("mirrored", cpu_replicas=0)
+
+
+# ----------------------------------------------------------- one replica, in this process
+def _cartpole_batches(spec, config, n_batches, seed=0):
+    envs = make_vec_env("CartPole-v1", config.num_envs, seed=seed)
+    policy, rng, state, out = _linear_policy(spec), np.random.default_rng(seed), None, []
+    for _ in range(n_batches):
+        batch, state = collect(envs, policy, spec, config.num_steps, rng, state)
+        out.append(batch)
+    envs.close()
+    return out
+
+
+def test_one_device_mirrored_strategy_matches_the_single_device_agent():
+    import tensorflow as tf
+
+    from eager.agent import ReinforceAgent
+    from eager.distributed import DistributedReinforceAgent
+
+    config = ReinforceConfig(num_envs=4, num_steps=30, optimizer="sgd", baseline="mean",
+                             learning_rate=0.1, dtype="float64")
+    spec = spec_for_env(make_vec_env("CartPole-v1", 1), dtype="float64")
+    weights = init_weights(spec, 3)
+    dist = DistributedReinforceAgent(spec, config, weights=weights,
+                                     strategy=tf.distribute.MirroredStrategy(["/cpu:0"]))
+    single = ReinforceAgent(spec, config, weights=weights)
+    assert dist.replica_ids == (0,) and dist.num_replicas == 1
+    for batch in _cartpole_batches(spec, config, 2):
+        m_dist, m_single = dist.update(batch), single.update(batch)
+        assert m_dist["applied"] and m_dist["num_valid"] == batch.num_valid
+        assert m_dist["loss"] == pytest.approx(m_single["loss"], abs=1e-14)
+        assert m_dist["grad_norm"] == pytest.approx(m_single["grad_norm"], rel=1e-13)
+    for name, w in single.get_weights().items():
+        np.testing.assert_allclose(dist.get_weights()[name], w, rtol=0, atol=1e-14, err_msg=name)
+    assert not np.allclose(dist.get_weights()["policy/head/kernel"], weights["policy/head/kernel"])
+    assert dist.trace_counts()["distributed_grads"] == 1
+    assert dist.trace_counts()["distributed_apply"] == 1
+
+    with pytest.raises(ValueError, match=r"got 2 batches but this process holds 1 replicas"):
+        dist.update([batch, batch])
+    bad = ReinforceConfig(baseline="optimal_per_param")
+    with pytest.raises(ValueError, match="baseline='optimal_per_param' is not supported"):
+        DistributedReinforceAgent(spec, bad)
+
+
+def test_devices_already_initialised_is_a_clear_error():
+    import tensorflow as tf
+
+    tf.config.list_logical_devices("CPU")  # initialises TF's devices in this process
+    with pytest.raises(ValueError, match="devices are already initialised"):
+        make_strategy("mirrored", cpu_replicas=2)
+
+
+# ------------------------------------------------------ two logical devices (subprocess)
+def _logical_devices_run() -> dict:
+    """Subprocess body: 2 replicas on 2 logical CPUs vs one device on the joined batch."""
+    strategy = make_strategy("mirrored", cpu_replicas=2)  # before any other TF work
+    from eager.agent import ReinforceAgent
+    from eager.distributed import DistributedReinforceAgent
+
+    report = {}
+    for dtype in ("float32", "float64"):
+        for case, kw in PARITY_CASES.items():
+            config = ReinforceConfig(num_envs=3, num_steps=40, learning_rate=0.05,
+                                     dtype=dtype, **kw)
+            envs = [make_vec_env("CartPole-v1", 3, replica_env_seed(0, r, 3)) for r in (0, 1)]
+            spec = spec_for_env(envs[0], dtype=dtype)
+            dist = DistributedReinforceAgent(spec, config, seed=1, strategy=strategy)
+            single = ReinforceAgent(spec, config, seed=1)
+            states, rngs = [None, None], [replica_rng(0, r) for r in (0, 1)]
+            rows = []
+            for _ in range(3):
+                batches = []
+                for r in (0, 1):
+                    batch, states[r] = collect(envs[r], dist.rollout_policy(), dist.spec,
+                                               config.num_steps, rngs[r], states[r])
+                    batches.append(batch)
+                whole = concat_batches(batches)
+                g_dist, g_single = dist.gradients(batches), single.gradients(whole)
+                m_dist, m_single = dist.update(batches), single.update(whole)
+                w_dist, w_single = dist.get_weights(), single.get_weights()
+                rows.append({
+                    "grad_err": max(float(np.abs(g_dist[k] - g_single[k]).max()) for k in g_dist),
+                    "grad_scale": max(float(np.abs(g).max()) for g in g_single.values()),
+                    "weight_err": max(float(np.abs(w_dist[k] - w_single[k]).max())
+                                      for k in w_dist),
+                    "loss_err": abs(m_dist["loss"] - m_single["loss"]),
+                    "norm": [m_dist["grad_norm"], m_single["grad_norm"]],
+                    "applied": [m_dist["applied"], m_single["applied"]],
+                    "num_valid": [m_dist["num_valid"], whole.num_valid],
+                    "valid_per_replica": [b.num_valid for b in batches],
+                    "same_obs": bool(np.array_equal(batches[0].obs, batches[1].obs)),
+                })
+            for e in envs:
+                e.close()
+            report[f"{dtype}/{case}"] = {"rows": rows, "trace_counts": dist.trace_counts(),
+                                         "replicas": dist.num_replicas}
+    return report
+
+
+@pytest.mark.slow
+def test_two_logical_devices_equal_one_device_on_the_concatenated_batch():
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.test_distributed", "logical-devices"], cwd=ROOT,
+        env=_subprocess_env(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = _last_json_line(proc.stdout)
+    assert set(report) == {f"{d}/{c}" for d in TOL for c in PARITY_CASES}
+    unequal_valid = 0
+    for key, result in report.items():
+        tol = TOL[key.split("/")[0]]
+        assert result["replicas"] == 2, key
+        assert result["trace_counts"]["distributed_grads"] == 1, key
+        for u, row in enumerate(result["rows"]):
+            where = f"{key} update {u}"
+            assert row["applied"] == [True, True], where
+            assert row["num_valid"][0] == row["num_valid"][1], where
+            assert not row["same_obs"], f"{where}: replicas saw the same envs"
+            assert row["grad_err"] <= tol["grad"] * max(1.0, row["grad_scale"]), (where, row)
+            assert row["loss_err"] <= tol["loss"], (where, row)
+            assert row["weight_err"] <= tol["weight"], (where, row)
+            assert row["norm"][0] == pytest.approx(row["norm"][1], rel=10 * tol["grad"])
+            unequal_valid += row["valid_per_replica"][0] != row["valid_per_replica"][1]
+    # Replicas holding different numbers of valid steps is what tells a global mean from a
+    # mean of per-replica means; the run must contain such updates to be a test of it.
+    assert unequal_valid >= 3
+
+
+# ------------------------------------------------------- two worker processes (localhost)
+@pytest.mark.slow
+def test_two_workers_train_to_identical_weights(tmp_path):
+    ports = [_free_port(), _free_port()]
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs = []
+    for index in (0, 1):
+        env = _subprocess_env()
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster,
+                                       "task": {"type": "worker", "index": index}})
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "pgtwin.distributed_training", "--strategy", "multi-worker",
+             "--env", "CartPole-v1", "--updates", "3", "--num-envs", "4", "--num-steps", "32",
+             "--optimizer", "sgd", "--learning-rate", "0.1", "--seed", "0",
+             "--save-weights", str(tmp_path / f"w{index}.npz")],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = []
+    try:
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=120))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-3000:]
+    summaries = [_last_json_line(out) for out, _ in outputs]
+    assert [s["replica_ids"] for s in summaries] == [[0], [1]]
+    assert all(s["num_replicas"] == 2 and s["updates"] == 3 for s in summaries)
+    assert summaries[0]["last_loss"] == summaries[1]["last_loss"]
+    # Different local data (env seeds 0..3 vs 4..7): had each worker trained alone, their
+    # weights would differ.
+    assert summaries[0]["recent_mean_return"] != summaries[1]["recent_mean_return"]
+
+    w0, w1 = (dict(np.load(tmp_path / f"w{i}.npz")) for i in (0, 1))
+    spec = spec_for_env(make_vec_env("CartPole-v1", 1))
+    init = init_weights(spec, 0)
+    assert set(w0) == set(w1) == set(init)
+    for name in init:
+        np.testing.assert_array_equal(w0[name], w1[name], err_msg=name)
+    assert not np.array_equal(w0["policy/head/kernel"], init["policy/head/kernel"])
+
+
+if __name__ == "__main__":
+    print(json.dumps({"logical-devices": _logical_devices_run}[sys.argv[1]]()))
