@@ -124,5 +124,5 @@ def compare_arrays(rung: str, item: str, a: np.ndarray, b: np.ndarray, rtol: flo
                    f"shapes differ: {a64.shape} vs {b64.shape}", context)
     max_abs, max_rel = errors(a64, b64)
     scale = np.maximum(np.abs(a64), np.abs(b64))
-    ok = bool(np.all(np.abs(a64 - b64) <= atol + rtol * scale)) and np.isfinite(max_abs)
+    ok = bool(np.all(np.abs(a64 - b64) <= atol + rtol * scale) and np.isfinite(max_abs))
     return Row(rung, item, max_abs, max_rel, ok, "", context)
