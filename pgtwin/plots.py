@@ -1,0 +1,68 @@
+"""Learning-curve PNGs (matplotlib's Agg canvas: no display, no global pyplot state)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One run's finished episodes, in the order they finished."""
+
+    label: str
+    env_steps: np.ndarray
+    """int ``[E]``: the env-step at which each episode ended."""
+    returns: np.ndarray
+    """float ``[E]``: each episode's undiscounted return."""
+
+
+def trailing_mean(x: np.ndarray, window: int) -> np.ndarray:
+    """``y[i] = mean(x[max(0, i - window + 1) : i + 1])``, float64 ``[E]``."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return x
+    c = np.concatenate([[0.0], np.cumsum(x)])
+    i = np.arange(1, x.size + 1)
+    lo = np.maximum(0, i - window)
+    return (c[i] - c[lo]) / (i - lo)
+
+
+def save_learning_curves(path: str, curves: list[Curve], title: str,
+                         threshold: float | None = None, window: int = 100,
+                         side_by_side: bool = False) -> str:
+    """Plot each curve's episode returns (faint) and their trailing mean over ``window``.
+
+    With ``side_by_side`` each curve gets its own panel (shared y axis), else all share one.
+    The file is written to a temporary name and renamed, so ``path`` is never half a PNG.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    panels = len(curves) if side_by_side else 1
+    fig = Figure(figsize=(5.5 * panels, 4), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, panels, sharey=True, squeeze=False)[0]
+    for k, curve in enumerate(curves):
+        ax = axes[k if side_by_side else 0]
+        color = f"C{k}"
+        ax.plot(curve.env_steps, curve.returns, ".", color=color, alpha=0.15, markersize=2)
+        ax.plot(curve.env_steps, trailing_mean(curve.returns, window), color=color,
+                label=f"{curve.label} (mean of last {window})")
+        if side_by_side:
+            ax.set_title(curve.label)
+    for ax in axes:
+        if threshold is not None:
+            ax.axhline(threshold, color="gray", linestyle="--", linewidth=1,
+                       label=f"threshold {threshold:g}")
+        ax.set_xlabel("env steps")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+    axes[0].set_ylabel("episode return")
+    fig.suptitle(title)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=100)
+    os.replace(tmp, path)
+    return path

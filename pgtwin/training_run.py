@@ -1,0 +1,378 @@
+"""A complete training run: the shared loop plus stopping, logs, checkpoints and resume.
+
+It reads top to bottom like ``pgcommon.loop.iterate_training``, which it drives: collect ->
+update -> log the finished episodes (CSV, TensorBoard, progress bar) -> stop? ->
+checkpoint. Both twins run through exactly this code; only ``impl`` differs.
+
+Files under ``settings.logdir``::
+
+    run.json               the settings (hyperparameters fixed for the run's lifetime)
+    episodes.csv           one row per finished episode (``pgtwin.episode_log``)
+    tb/                    TensorBoard scalars (``pgtwin.tensorboard``)
+    checkpoints/update_N/  atomic checkpoints (``pgtwin.checkpoints``, ``pgtwin.run_checkpoint``)
+    learning_curve.png     written at the end
+    weights.npz            the final weights by canonical name
+
+Stopping: when ``env_steps >= total_steps``, or (with ``stop_at_threshold``) when the mean
+return of the last ``solve_window`` finished episodes reaches the gymnasium spec's
+``reward_threshold``; the window must be full, so "solved" means what gymnasium's
+leaderboards mean by it (CartPole-v1: mean >= 475 over 100 consecutive episodes).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from pgcommon.config import ReinforceConfig
+from pgcommon.envs import make_vec_env
+from pgcommon.loop import iterate_training
+from pgcommon.specs import spec_for_env
+from pgtwin import checkpoints, env_snapshot, run_checkpoint
+from pgtwin.episode_log import EpisodeLog, finished_episodes, read_episodes
+from pgtwin.plots import Curve, save_learning_curves
+from pgtwin.twins import agent_class
+
+RESUMABLE = ("total_steps", "stop_at_threshold", "checkpoint_every", "keep_checkpoints",
+             "progress", "tensorboard", "logdir")
+"""Settings a resumed run may change; every other one must equal the checkpoint's."""
+
+
+class TrainingError(RuntimeError):
+    """The run cannot start, resume or continue; the message says why and what is intact."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything that defines a run."""
+
+    env_id: str
+    """A registered gymnasium id (or gymnasium's ``module:Id`` form)."""
+    impl: str
+    """Twin: ``graph`` or ``eager``."""
+    config: ReinforceConfig
+    """Hyperparameters of the updates (and num_envs, num_steps, dtype)."""
+    logdir: str
+    """Where the run's files go (see the module docstring)."""
+    seed: int = 0
+    """Seeds the initial weights, the envs (env i: seed + i) and action sampling."""
+    total_steps: int = 100_000
+    """Env-step budget."""
+    torso: str = "mlp"
+    """``mlp`` or ``lstm``."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden sizes."""
+    history: int = 1
+    """Observation window K (``lstm`` needs K >= 1 windows; ``mlp`` uses 1)."""
+    checkpoint_every: int = 25
+    """Updates between checkpoints; 0 writes none (the final one included)."""
+    keep_checkpoints: int = 2
+    """Complete checkpoints kept (>= 1); the newest is only pruned by a newer complete one."""
+    stop_at_threshold: bool = True
+    """Stop when the window mean reaches the env's reward_threshold."""
+    solve_window: int = 100
+    """Finished episodes the stopping mean is over."""
+    deterministic: bool = False
+    """Deterministic TF ops, and an env that must be snapshotted (bit-exact resume)."""
+    progress: bool | None = None
+    """Show the tqdm bar: True, False, or None (only on a terminal)."""
+    tensorboard: bool = True
+    """Write TensorBoard scalars."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready settings (``config`` as a dict)."""
+        doc = dataclasses.asdict(self)
+        doc["hidden"] = list(self.hidden)
+        return doc
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> "RunSettings":
+        """Inverse of :meth:`to_dict`."""
+        doc = dict(doc)
+        doc["config"] = ReinforceConfig(**doc["config"])
+        doc["hidden"] = tuple(doc["hidden"])
+        return cls(**doc)
+
+    def fixed(self) -> dict[str, Any]:
+        """The settings a resume must not change."""
+        return {k: v for k, v in self.to_dict().items() if k not in RESUMABLE}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended."""
+
+    env: str
+    impl: str
+    seed: int
+    env_steps: int
+    updates: int
+    wall_s: float
+    """Training-loop seconds (set-up excluded), summed over resumed segments."""
+    final_mean_return: float | None
+    """Mean return of the last ``solve_window`` finished episodes (None: none finished)."""
+    solved: bool
+    solved_at_env_steps: int | None
+    solved_at_wall_s: float | None
+    threshold: float | None
+    logdir: str
+    resumed_from: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The ``--json`` object."""
+        return dataclasses.asdict(self)
+
+
+def run_paths(logdir: str) -> dict[str, str]:
+    """The files of a run under ``logdir`` by role."""
+    return {name: os.path.join(logdir, rel) for name, rel in (
+        ("settings", "run.json"), ("episodes", "episodes.csv"), ("tensorboard", "tb"),
+        ("checkpoints", "checkpoints"), ("curve", "learning_curve.png"),
+        ("weights", "weights.npz"))}
+
+
+def load_settings(logdir: str) -> RunSettings:
+    """The settings a run in ``logdir`` was started with (for ``--resume``)."""
+    path = run_paths(logdir)["settings"]
+    if not os.path.isfile(path):
+        raise TrainingError(f"nothing to resume: {path} does not exist (no run in {logdir})")
+    with open(path) as f:
+        return RunSettings.from_dict(json.load(f))
+
+
+def reward_threshold(env_id: str) -> float | None:
+    """The gymnasium spec's ``reward_threshold`` of ``env_id`` (None if it has none)."""
+    return gym.spec(env_id).reward_threshold
+
+
+def sampling_rng(seed: int) -> np.random.Generator:
+    """The action-sampling generator of a run with ``seed`` (a stream apart from the
+    weight initialisation's ``default_rng(seed)``)."""
+    return np.random.default_rng([seed, 1])
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def train(settings: RunSettings, resume: bool = False,
+          say: Callable[[str], None] = _stderr) -> RunResult:
+    """Run (or, with ``resume``, continue) a training run; see the module docstring.
+
+    Raises:
+      TrainingError: no checkpoint to resume, a logdir already holding a run, settings
+        that differ from the checkpoint's, or a failure during training (the message names
+        env, step and the last intact checkpoint).
+      ValueError: an unknown or unsupported env id (from ``make_vec_env``).
+    """
+    import tensorflow as tf
+
+    if settings.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    paths = run_paths(settings.logdir)
+    envs = make_vec_env(settings.env_id, settings.config.num_envs, settings.seed,
+                        settings.history)
+    spec = spec_for_env(envs, settings.torso, settings.hidden, dtype=settings.config.dtype)
+    agent = agent_class(settings.impl)(spec, settings.config, seed=settings.seed)
+    rng = sampling_rng(settings.seed)
+    run = _Run(settings, paths, agent, envs, rng, say)
+    try:
+        if resume:
+            run.resume()
+        else:
+            run.start()
+        return run.loop()
+    finally:
+        run.close()
+
+
+class _Run:
+    """One process's segment of a run (the state :func:`train` threads through the loop)."""
+
+    def __init__(self, settings: RunSettings, paths: dict[str, str], agent, envs, rng, say):
+        self.settings, self.paths, self.agent, self.envs, self.rng = settings, paths, agent, envs, rng
+        self.say = say
+        self.state = None
+        self.progress = run_checkpoint.Progress()
+        self.recent = collections.deque(maxlen=settings.solve_window)
+        self.threshold = reward_threshold(settings.env_id)
+        self.log: EpisodeLog | None = None
+        self.writer = None
+        self.last_checkpoint: str | None = None
+        self.resumed_from: str | None = None
+        self.snapshotable = self._check_snapshot()
+
+    def _check_snapshot(self) -> bool:
+        try:
+            env_snapshot.snapshot(self.envs)
+            return True
+        except env_snapshot.EnvSnapshotError as err:
+            if self.settings.deterministic:
+                raise TrainingError(f"--deterministic needs an env whose state can be "
+                                    f"checkpointed: {err}") from err
+            return False
+
+    # ------------------------------------------------------------------ start / resume
+    def start(self) -> None:
+        root = self.paths["checkpoints"]
+        if checkpoints.list_checkpoints(root) or os.path.exists(self.paths["settings"]):
+            raise TrainingError(f"{self.settings.logdir} already holds a run: pass --resume "
+                                "to continue it, or choose another --logdir")
+        os.makedirs(self.settings.logdir, exist_ok=True)
+        tmp = self.paths["settings"] + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.settings.to_dict(), f, indent=1)
+        os.replace(tmp, self.paths["settings"])
+        self.log = EpisodeLog(self.paths["episodes"])
+
+    def resume(self) -> None:
+        root = self.paths["checkpoints"]
+        for path in checkpoints.clean_temporaries(root):
+            self.say(f"removed the unfinished checkpoint write {path}")
+        ckpt, refused = checkpoints.find_latest(root)
+        for path, reason in refused:
+            self.say(f"refusing {reason}; moved it to {checkpoints.set_aside(path)}")
+        if ckpt is None:
+            raise TrainingError(f"no usable checkpoint in {root}"
+                                + ("" if refused else " (none was written)"))
+        if refused:
+            self.say(f"using the previous good checkpoint {ckpt.path}")
+        doc = run_checkpoint.load_state(ckpt.path)
+        fixed = self.settings.fixed()
+        changed = {k: (doc["settings"].get(k), v) for k, v in fixed.items()
+                   if doc["settings"].get(k) != v}
+        if changed:
+            raise TrainingError(f"cannot resume {ckpt.path} with different settings: "
+                                + "; ".join(f"{k}: checkpoint {a!r}, now {b!r}"
+                                            for k, (a, b) in changed.items()))
+        self.envs, self.state, self.progress = run_checkpoint.restore(
+            ckpt.path, doc, self.agent, self.envs, self.rng)
+        self.recent.extend(self.progress.recent_returns)
+        self.log = EpisodeLog(self.paths["episodes"], keep=self.progress.episodes)
+        self.last_checkpoint = self.resumed_from = ckpt.path
+        how = ("exactly (env state restored)" if doc["env"] == "snapshot" else
+               "with reseeded envs (this env's state cannot be checkpointed)")
+        self.say(f"resuming {ckpt.path} {how}: update {self.progress.update}, env-step "
+                 f"{self.progress.env_steps}, {self.progress.episodes} episodes logged")
+
+    # ------------------------------------------------------------------ loop
+    def _done(self) -> bool:
+        p, s = self.progress, self.settings
+        return p.env_steps >= s.total_steps or (s.stop_at_threshold and p.solved_at_update is not None)
+
+    def loop(self) -> RunResult:
+        from tqdm import tqdm
+
+        s, p = self.settings, self.progress
+        if s.tensorboard:
+            from pgtwin.tensorboard import ScalarWriter
+            self.writer = ScalarWriter(self.paths["tensorboard"])
+        bar = tqdm(total=s.total_steps, initial=min(p.env_steps, s.total_steps), unit="step",
+                   unit_scale=True, dynamic_ncols=True, file=sys.stderr,
+                   disable=None if s.progress is None else not s.progress,
+                   desc=f"{s.env_id} {s.impl}")
+        wall_offset = p.wall_s
+        try:
+            if not self._done():
+                for it in iterate_training(self.agent, self.envs, self.rng, self.state, p.update):
+                    self.state = it.state
+                    wall = wall_offset + it.wall_s
+                    self._record(it, wall)                                        # log
+                    bar.update(min(p.env_steps, s.total_steps) - bar.n)
+                    bar.set_postfix(ret=_fmt(self._window_mean()), upd=p.update, refresh=False)
+                    done = self._done()                                           # stop?
+                    if s.checkpoint_every and (done or p.update % s.checkpoint_every == 0):
+                        self._checkpoint()                                        # checkpoint
+                    if done:
+                        break
+        except (ValueError, FloatingPointError) as err:
+            where = (f"the last checkpoint {self.last_checkpoint} is intact"
+                     if self.last_checkpoint else "no checkpoint had been written")
+            raise TrainingError(f"{s.env_id} ({s.impl}) failed during update {p.update + 1} "
+                                f"after env-step {p.env_steps}: {err}; {where}") from err
+        finally:
+            bar.close()
+        return self._finish()
+
+    def _window_mean(self) -> float | None:
+        return float(np.mean(self.recent)) if self.recent else None
+
+    def _record(self, it, wall: float) -> None:
+        p, batch = self.progress, it.batch
+        rows = finished_episodes(batch, it.update, wall, p.episodes)
+        self.log.append(rows)
+        self.recent.extend(batch.episode_returns.tolist())
+        p.update, p.env_steps, p.wall_s, p.episodes = it.update, batch.env_steps, wall, self.log.count
+        mean = self._window_mean()
+        if (p.solved_at_update is None and self.threshold is not None
+                and len(self.recent) == self.settings.solve_window and mean >= self.threshold):
+            p.solved_at_update, p.solved_at_env_steps, p.solved_at_wall_s = p.update, p.env_steps, wall
+        if self.writer is not None:
+            scalars = {f"losses/{k}": float(v) for k, v in it.metrics.items()
+                       if isinstance(v, (int, float, bool, np.number))}
+            if len(batch.episode_returns):
+                scalars["charts/episode_return"] = float(np.mean(batch.episode_returns))
+                scalars["charts/episode_length"] = float(np.mean(batch.episode_lengths))
+            scalars["charts/mean_return_window"] = mean
+            scalars["charts/env_steps_per_s"] = (p.env_steps / wall) if wall > 0 else None
+            self.writer.write(p.env_steps, scalars)
+
+    def _checkpoint(self) -> None:
+        p = self.progress
+        p.recent_returns = list(self.recent)
+        self.log.sync()
+        if self.writer is not None:
+            self.writer.flush()
+        env_bytes = env_snapshot.snapshot(self.envs) if self.snapshotable else None
+        meta = {"env_id": self.settings.env_id, "impl": self.settings.impl,
+                "env_steps": p.env_steps, "episodes": p.episodes}
+        ckpt = checkpoints.write_checkpoint(
+            self.paths["checkpoints"], p.update,
+            lambda d: run_checkpoint.save(d, self.agent, self.envs, self.state, self.rng, p,
+                                          self.settings.to_dict(), env_bytes),
+            meta, keep=self.settings.keep_checkpoints)
+        self.last_checkpoint = ckpt.path
+
+    def _finish(self) -> RunResult:
+        s, p = self.settings, self.progress
+        self.log.sync()
+        weights = self.agent.get_weights()
+        tmp = self.paths["weights"] + ".tmp.npz"
+        np.savez(tmp, **{name.replace("/", "__"): w for name, w in weights.items()})
+        os.replace(tmp, self.paths["weights"])
+        episodes = read_episodes(self.paths["episodes"])
+        save_learning_curves(self.paths["curve"],
+                             [Curve(s.impl, episodes["env_steps"], episodes["return"])],
+                             f"{s.env_id}, {s.impl} twin, seed {s.seed}", self.threshold,
+                             s.solve_window)
+        return RunResult(
+            env=s.env_id, impl=s.impl, seed=s.seed, env_steps=p.env_steps, updates=p.update,
+            wall_s=round(p.wall_s, 4), final_mean_return=self._window_mean(),
+            solved=p.solved_at_update is not None, solved_at_env_steps=p.solved_at_env_steps,
+            solved_at_wall_s=None if p.solved_at_wall_s is None else round(p.solved_at_wall_s, 4),
+            threshold=self.threshold, logdir=s.logdir, resumed_from=self.resumed_from)
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+        if self.writer is not None:
+            self.writer.close()
+        self.envs.close()
+        self.agent.close()
+
+
+def load_weights(path: str) -> dict[str, np.ndarray]:
+    """The weights a run wrote to ``weights.npz``, by canonical name."""
+    with np.load(path) as z:
+        return {key.replace("__", "/"): z[key] for key in z.files}
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
