@@ -59,6 +59,8 @@ class ReinforceAgent:
         self.checkpoint = tf.train.Checkpoint(policy=self.policy, optimizer=self.optimizer)
         self._build_functions()
         self._cached_update = None  # eager.cached.CachedUpdate, built on first use
+        self._per_sample = None  # eager.per_sample.PerSampleGradients, built on first use
+        self._baseline_update = None  # eager.baselines.BaselineUpdate, built on first use
 
     # ------------------------------------------------------------ functions
     def _signatures(self) -> dict[str, tf.TensorSpec]:
@@ -151,6 +153,32 @@ class ReinforceAgent:
         actions = policy_inputs.as_actions(self.spec, actions, obs.shape[0])
         return self._log_prob_fn(obs, actions).numpy()
 
+    def per_sample_gradients(self, obs: np.ndarray, actions: np.ndarray,
+                             method: str = "vectorized") -> dict[str, np.ndarray]:
+        """``{name: [B, *shape]}``: the gradient of each ``log pi(a_i|s_i)``, not summed.
+
+        ``method``: ``vectorized`` (pfor), ``analytic`` (MLP: one backward pass) or ``loop``
+        (one tape per sample; the slow reference). See ``eager/per_sample.py``.
+        """
+        return self._per_sample_ops().gradients(obs, actions, method)
+
+    def per_sample_sq_norms(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """``[B]``: ``||grad log pi(a_i|s_i)||^2`` over all weights (ghost norms for an MLP)."""
+        return self._per_sample_ops().sq_norms(obs, actions)
+
+    def _per_sample_ops(self):
+        if self._per_sample is None:
+            from eager.per_sample import PerSampleGradients
+            self._per_sample = PerSampleGradients(self)
+        return self._per_sample
+
+    def _baselines(self):
+        """The optimal-baseline update (``eager/baselines.py``), built on first use."""
+        if self._baseline_update is None:
+            from eager.baselines import BaselineUpdate
+            self._baseline_update = BaselineUpdate(self)
+        return self._baseline_update
+
     # --------------------------------------------------------------- update
     def inputs(self, batch: Batch) -> TrainInputs:
         """The flat arrays an update on ``batch`` is fed (validated)."""
@@ -165,11 +193,15 @@ class ReinforceAgent:
 
     def loss_value(self, batch: Batch) -> float:
         """The REINFORCE loss on ``batch`` (no update)."""
+        if self.config.needs_per_sample_gradients:
+            return self._baselines().loss_value(batch)
         loss, _, _ = self._loss_fn(*self._args(self.inputs(batch)))
         return float(loss)
 
     def gradients(self, batch: Batch) -> dict[str, np.ndarray]:
         """Gradient of the loss on ``batch`` by variable name (unclipped, not applied)."""
+        if self.config.needs_per_sample_gradients:
+            return self._baselines().gradients(batch)
         if self.config.update_path == "cached":
             return self._cached().gradients(batch)
         _, grads, _ = self._loss_fn(*self._args(self.inputs(batch)))
@@ -181,6 +213,8 @@ class ReinforceAgent:
         A non-finite loss or gradient skips the step (weights and optimizer state unchanged)
         and is reported as ``applied = False``.
         """
+        if self.config.needs_per_sample_gradients:
+            return self._baselines().update(batch)
         if self.config.update_path == "cached":
             return self._cached().update(batch)
         loss, norm, ent, applied = self._train_fn(*self._args(self.inputs(batch)))

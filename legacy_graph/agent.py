@@ -63,6 +63,8 @@ class ReinforceAgent:
         self.set_weights(weights)
         self._dist_params_fn = policy_callable(self.session, self.params, self.obs_ph)
         self._cached_update = None  # legacy_graph.cached.CachedUpdate, built on first use
+        self._per_sample = None  # legacy_graph.per_sample.PerSampleGradients, built on first use
+        self._baseline_update = None  # legacy_graph.baselines.BaselineUpdate, built on first use
 
     # ----------------------------------------------------------------- graph
     def _build(self) -> None:
@@ -143,6 +145,32 @@ class ReinforceAgent:
         actions = policy_inputs.as_actions(self.spec, actions, obs.shape[0])
         return self.session.run(self.log_probs, {self.obs_ph: obs, self.actions_ph: actions})
 
+    def per_sample_gradients(self, obs: np.ndarray, actions: np.ndarray,
+                             method: str = "vectorized") -> dict[str, np.ndarray]:
+        """``{name: [B, *shape]}``: the gradient of each ``log pi(a_i|s_i)``, not summed.
+
+        ``method``: ``vectorized`` (pfor), ``analytic`` (MLP: one backward pass) or ``loop``
+        (one ``tf.gradients`` run per sample; the slow reference). See ``legacy_graph/per_sample.py``.
+        """
+        return self._per_sample_ops().gradients(obs, actions, method)
+
+    def per_sample_sq_norms(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """``[B]``: ``||grad log pi(a_i|s_i)||^2`` over all weights (ghost norms for an MLP)."""
+        return self._per_sample_ops().sq_norms(obs, actions)
+
+    def _per_sample_ops(self):
+        if self._per_sample is None:
+            from legacy_graph.per_sample import PerSampleGradients
+            self._per_sample = PerSampleGradients(self)
+        return self._per_sample
+
+    def _baselines(self):
+        """The optimal-baseline update (``legacy_graph/baselines.py``), built on first use."""
+        if self._baseline_update is None:
+            from legacy_graph.baselines import BaselineUpdate
+            self._baseline_update = BaselineUpdate(self)
+        return self._baseline_update
+
     # -------------------------------------------------------------- update
     def inputs(self, batch: Batch) -> TrainInputs:
         """The flat arrays an update on ``batch`` is fed (validated)."""
@@ -157,10 +185,14 @@ class ReinforceAgent:
 
     def loss_value(self, batch: Batch) -> float:
         """The REINFORCE loss on ``batch`` (no update)."""
+        if self.config.needs_per_sample_gradients:
+            return self._baselines().loss_value(batch)
         return float(self.session.run(self.loss, self._feed(self.inputs(batch))))
 
     def gradients(self, batch: Batch) -> dict[str, np.ndarray]:
         """Gradient of the loss on ``batch`` by variable name (unclipped, not applied)."""
+        if self.config.needs_per_sample_gradients:
+            return self._baselines().gradients(batch)
         if self.config.update_path == "cached":
             return self._cached().gradients(batch)
         grads = self.session.run(self.grads, self._feed(self.inputs(batch)))
@@ -172,6 +204,8 @@ class ReinforceAgent:
         A non-finite loss or gradient skips the step (weights and optimizer state unchanged)
         and is reported as ``applied = False``.
         """
+        if self.config.needs_per_sample_gradients:
+            return self._baselines().update(batch)
         if self.config.update_path == "cached":
             return self._cached().update(batch)
         inputs = self.inputs(batch)

@@ -1,0 +1,245 @@
+"""Per-sample gradients of log pi(a_i|s_i) for TF2: loop, vectorized, analytic, norms.
+
+Mirrors ``legacy_graph/per_sample.py`` function for function; the only difference is how a
+gradient is taken (a ``GradientTape`` here, ``tf.gradients`` there).
+
+``tape.gradient(log_probs, w)`` of a ``[B]`` vector sums over the batch (seed 001's trap:
+its TF2 answer does exactly that), so the gradient of each sample's log-probability needs:
+
+* ``loop``: one tape per sample. Traced once (dynamic-batch signature) and called on
+  one-sample slices: the reference, and slow (a ``tf.function`` call each).
+* ``vectorized``: ``tf.vectorized_map`` (pfor) rewrites the one-sample gradient graph into
+  batched ops. ``fallback_to_while_loop=False``: an op pfor cannot batch raises instead of
+  silently turning the whole thing into a while loop.
+* ``analytic`` (MLP torsos; Goodfellow 2015, "Efficient per-example gradient computations"):
+  for a dense layer ``z = a W + b``, ``d log pi_i / dW = a_i^T delta_i`` and
+  ``d log pi_i / db = delta_i`` with ``delta_i = d log pi_i / d z_i``. As ``log pi_i`` depends
+  on sample i's activations only, every ``delta_i`` comes out of ONE backward pass of
+  ``sum_i log pi_i`` taken at the pre-activations.
+* ``ghost_sq_norms``: ``||a_i^T delta_i||_F^2 = ||a_i||^2 ||delta_i||^2`` (a rank-one matrix),
+  so the squared norm of a sample's whole gradient needs no ``[B, in, out]`` tensor.
+
+``tape.jacobian`` / ``tf.gradients`` per output over the batch costs O(B^2) and is never used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from pgcommon import policy_inputs
+from pgcommon.specs import PolicySpec
+
+from eager import distributions, network
+
+METHODS = ("loop", "vectorized", "analytic")
+
+
+def sum_log_prob(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
+                 actions: tf.Tensor) -> tf.Tensor:
+    """``sum_i log pi(a_i|s_i)``, a scalar; its gradient is the sum of the per-sample ones.
+
+    Args:
+      w: weights by canonical name (variables or tensors; carry gradient).
+      obs: ``[B, *obs_shape]``; actions: int64 ``[B]`` or ``[B, action_dim]`` (data).
+    """
+    return tf.reduce_sum(distributions.log_prob(spec, network.dist_params(spec, w, obs), actions))
+
+
+def vectorized_gradients(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
+                         actions: tf.Tensor) -> list[tf.Tensor]:
+    """``[B, *shape]`` gradient of each ``log pi(a_i|s_i)`` per weight, in ``w``'s order.
+
+    ``w`` must be tensors read outside the map (e.g. ``v.value()``): pfor treats them as
+    loop invariants, and each one-sample tape watches them. Raises ``ValueError`` if an op
+    of the one-sample graph has no pfor converter (no silent while-loop fallback).
+    """
+    names = list(w)
+
+    def one_sample(args):
+        obs_i, action_i = args
+        with tf.GradientTape() as tape:
+            tape.watch([w[n] for n in names])
+            logp = sum_log_prob(spec, w, obs_i[None], action_i[None])
+        return tape.gradient(logp, [w[n] for n in names])
+
+    return tf.vectorized_map(one_sample, (obs, actions), fallback_to_while_loop=False)
+
+
+@dataclass(frozen=True)
+class DenseLayer:
+    """One dense layer of a traced forward pass: ``pre_activation = inputs @ kernel + bias``."""
+
+    kernel: str
+    """Canonical name of the kernel, e.g. ``policy/dense_0/kernel``."""
+    bias: str
+    """Canonical name of the bias."""
+    inputs: tf.Tensor
+    """``[B, in]``: the layer's input a_i (carries gradient)."""
+    pre_activation: tf.Tensor
+    """``[B, out]``: z_i, where delta_i is taken."""
+
+
+def traced_dist_params(spec: PolicySpec, w: dict[str, tf.Tensor],
+                       obs: tf.Tensor) -> tuple[tf.Tensor, list[DenseLayer]]:
+    """``network.dist_params`` for an MLP torso, also returning every dense layer's tensors.
+
+    Same ops as ``network.dist_params`` (the tests compare them); the head is the last layer.
+    """
+    if spec.torso != "mlp":
+        raise ValueError(
+            f"the analytic per-sample gradient needs an MLP torso, got torso={spec.torso!r} "
+            "(the LSTM kernel is shared over the window: use method='vectorized')")
+    act = tf.tanh if spec.activation == "tanh" else tf.nn.relu
+    layers, x = [], obs
+    scopes = [f"policy/dense_{i}" for i in range(len(spec.dense_sizes))] + ["policy/head"]
+    for scope in scopes:
+        z = network.dense(x, w[f"{scope}/kernel"], w[f"{scope}/bias"])
+        layers.append(DenseLayer(f"{scope}/kernel", f"{scope}/bias", x, z))
+        x = act(z)
+    z = layers[-1].pre_activation
+    if spec.is_discrete:
+        return z, layers
+    log_std = w["policy/log_std"] + tf.zeros_like(z)
+    return tf.concat([network.squash_mean(spec, z), log_std], axis=1), layers
+
+
+@dataclass(frozen=True)
+class LayerDeltas:
+    """A traced forward pass and ``d sum_i log pi_i`` at its pre-activations (one backward pass)."""
+
+    params: tf.Tensor
+    """``[B, num_params]`` distribution parameters."""
+    log_probs: tf.Tensor
+    """``[B]`` log pi(a_i|s_i) (carries gradient)."""
+    layers: list[DenseLayer]
+    deltas: list[tf.Tensor]
+    """``[B, out]`` per layer: delta_i = d log pi_i / d z_i."""
+    log_std_grads: tf.Tensor | None
+    """``[B, action_dim]``: d log pi_i / d log_std (Gaussian), else None."""
+
+
+def layer_deltas(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
+                 actions: tf.Tensor) -> LayerDeltas:
+    """One forward and one backward pass giving every sample's delta at every dense layer."""
+    with tf.GradientTape() as tape:
+        tape.watch(list(w.values()))
+        params, layers = traced_dist_params(spec, w, obs)
+        log_probs = distributions.log_prob(spec, params, actions)
+        total = tf.reduce_sum(log_probs)  # inside the tape: the target must be recorded
+    grads = tape.gradient(total, delta_targets(params, layers))
+    return deltas_from_gradients(spec, params, log_probs, layers, grads)
+
+
+def delta_targets(params: tf.Tensor, layers: list[DenseLayer]) -> list[tf.Tensor]:
+    """What ``sum_i log pi_i`` is differentiated at: every pre-activation, then the params."""
+    return [layer.pre_activation for layer in layers] + [params]
+
+
+def deltas_from_gradients(spec: PolicySpec, params: tf.Tensor, log_probs: tf.Tensor,
+                          layers: list[DenseLayer], grads: list[tf.Tensor]) -> LayerDeltas:
+    """Package ``d sum_i log pi_i / d delta_targets(params, layers)`` as :class:`LayerDeltas`."""
+    # log_std enters the params as a broadcast, so sample i's own slice of the params
+    # gradient is d log pi_i / d log_std.
+    log_std_grads = None if spec.is_discrete else grads[-1][:, spec.action_size:]
+    return LayerDeltas(params, log_probs, layers, grads[:-1], log_std_grads)
+
+
+def analytic_gradients(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
+                       actions: tf.Tensor) -> list[tf.Tensor]:
+    """``[B, *shape]`` per-sample gradients from one backward pass, in ``spec.weight_shapes()`` order."""
+    traced = layer_deltas(spec, w, obs, actions)
+    out = {}
+    for layer, delta in zip(traced.layers, traced.deltas):
+        out[layer.kernel] = layer.inputs[:, :, None] * delta[:, None, :]
+        out[layer.bias] = delta
+    if traced.log_std_grads is not None:
+        out["policy/log_std"] = traced.log_std_grads
+    return [out[name] for name in spec.weight_shapes()]
+
+
+def ghost_sq_norms(traced: LayerDeltas) -> tf.Tensor:
+    """``[B]``: ``||grad log pi_i||^2`` over all weights, never materialising a gradient.
+
+    ``sum_layers (||a_i||^2 + 1) ||delta_i||^2`` (kernel plus bias) ``+ ||d log_std_i||^2``.
+    """
+    total = 0.0
+    for layer, delta in zip(traced.layers, traced.deltas):
+        a_sq = tf.reduce_sum(tf.square(layer.inputs), axis=1)
+        total += (a_sq + 1.0) * tf.reduce_sum(tf.square(delta), axis=1)
+    if traced.log_std_grads is not None:
+        total += tf.reduce_sum(tf.square(traced.log_std_grads), axis=1)
+    return total
+
+
+def sq_norms(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
+             actions: tf.Tensor) -> tf.Tensor:
+    """``[B]`` squared norms: ghost norms for an MLP, else the sum of squared vectorized grads."""
+    if spec.torso == "mlp":
+        return ghost_sq_norms(layer_deltas(spec, w, obs, actions))
+    grads = vectorized_gradients(spec, w, obs, actions)
+    return tf.add_n([tf.reduce_sum(tf.reshape(tf.square(g), [tf.shape(g)[0], -1]), axis=1)
+                     for g in grads])
+
+
+def read_weights(variables: dict[str, tf.Variable]) -> dict[str, tf.Tensor]:
+    """One read of each variable, as tensors a per-sample graph differentiates."""
+    return {name: v.value() for name, v in variables.items()}
+
+
+class PerSampleGradients:
+    """An agent's per-sample gradient ``tf.function``s: built on first use, then cached.
+
+    Each has an input signature with a dynamic batch dimension, so it traces once for every
+    batch size (``trace_counts``).
+    """
+
+    def __init__(self, agent):
+        self._agent = agent
+        self._fns: dict[str, tf.types.experimental.GenericFunction] = {}
+
+    def _fn(self, key: str):
+        if key not in self._fns:
+            a, spec = self._agent, self._agent.spec
+            sig = a._signatures()  # noqa: SLF001 (same twin: the agent's batch signatures)
+
+            def loop(obs, actions):  # the gradient of one sample: called on a one-row slice
+                with tf.GradientTape() as tape:
+                    logp = sum_log_prob(spec, a.variables, obs, actions)
+                return tape.gradient(logp, list(a.variables.values()))
+
+            bodies = {
+                "loop": loop,
+                "vectorized": lambda obs, actions: vectorized_gradients(
+                    spec, read_weights(a.variables), obs, actions),
+                "analytic": lambda obs, actions: analytic_gradients(spec, a.variables, obs, actions),
+                "sq_norms": lambda obs, actions: sq_norms(spec, read_weights(a.variables), obs, actions),
+            }
+            self._fns[key] = tf.function(bodies[key], input_signature=[sig["obs"], sig["actions"]])
+        return self._fns[key]
+
+    def trace_counts(self) -> dict[str, int]:
+        """How often each built function has been traced (1, whatever the batch sizes)."""
+        return {k: f.experimental_get_tracing_count() for k, f in self._fns.items()}
+
+    def _inputs(self, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        obs = policy_inputs.as_obs(self._agent.spec, obs)
+        return obs, policy_inputs.as_actions(self._agent.spec, actions, obs.shape[0])
+
+    def gradients(self, obs: np.ndarray, actions: np.ndarray,
+                  method: str = "vectorized") -> dict[str, np.ndarray]:
+        """``{name: [B, *shape]}``: the gradient of each ``log pi(a_i|s_i)`` (see the module doc)."""
+        if method not in METHODS:
+            raise ValueError(f"per_sample_gradients: method={method!r} is not one of {METHODS}")
+        obs, actions = self._inputs(obs, actions)
+        names = list(self._agent.variables)
+        fn = self._fn(method)
+        if method == "loop":
+            rows = [fn(obs[i:i + 1], actions[i:i + 1]) for i in range(obs.shape[0])]
+            return {n: np.stack([r[k].numpy() for r in rows]) for k, n in enumerate(names)}
+        return {n: g.numpy() for n, g in zip(names, fn(obs, actions))}
+
+    def sq_norms(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """``[B]``: ``||grad log pi(a_i|s_i)||^2`` over all weights (ghost norms for an MLP)."""
+        return self._fn("sq_norms")(*self._inputs(obs, actions)).numpy()
