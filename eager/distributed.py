@@ -62,8 +62,8 @@ class DistributedReinforceAgent(ReinforceAgent):
       strategy: a ``tf.distribute.Strategy``; the current one (default: one device) if None.
 
     Raises:
-      ValueError: ``config.baseline`` not in ``DISTRIBUTED_BASELINES``, or
-        ``optimal_scalar`` before ``eager.per_sample`` provides per-sample squared norms.
+      ValueError: ``config.baseline`` not in ``DISTRIBUTED_BASELINES``; ``update_path``
+        other than ``recompute``; ``optimal_scalar`` without ``eager.per_sample``'s norms.
     """
 
     def __init__(self, spec: PolicySpec, config: ReinforceConfig = ReinforceConfig(),
@@ -73,6 +73,11 @@ class DistributedReinforceAgent(ReinforceAgent):
             raise ValueError(
                 f"ReinforceConfig.baseline={config.baseline!r} is not supported under a "
                 f"tf.distribute strategy; supported: {DISTRIBUTED_BASELINES}"
+            )
+        if config.update_path != "recompute":
+            raise ValueError(
+                f"ReinforceConfig.update_path={config.update_path!r} is not supported under a "
+                "tf.distribute strategy (each replica recomputes its batch); use 'recompute'"
             )
         if config.baseline == "optimal_scalar":
             squared_score_norms_fn()  # fail now, not at the first update
@@ -284,10 +289,11 @@ def global_normalize(ctx: tf.distribute.ReplicaContext, returns: tf.Tensor, vali
 
 
 def squared_score_norms_fn():
-    """``eager.per_sample``'s per-sample squared gradient norms: ``fn(spec, variables, obs,
-    actions) -> [B]``, ``||grad log pi(a_i|s_i)||^2`` over all variables.
+    """``eager.per_sample``'s per-sample squared gradient norms as ``fn(spec, variables, obs,
+    actions) -> [B]``: ``||grad log pi(a_i|s_i)||^2`` over all variables (ghost norms for an
+    MLP). Inside a replica the variables read are that replica's copies.
 
-    Raises ValueError while that module (written alongside) does not provide it.
+    Raises ValueError while that module (written alongside) does not provide them.
     """
     try:
         module = importlib.import_module("eager.per_sample")
@@ -295,10 +301,12 @@ def squared_score_norms_fn():
         if err.name != "eager.per_sample":
             raise
         module = None
-    fn = getattr(module, "per_sample_sq_norms", None)
-    if fn is None:
+    sq_norms = getattr(module, "sq_norms", None)
+    read_weights = getattr(module, "read_weights", None)
+    if sq_norms is None or read_weights is None:
         raise ValueError(
-            "baseline='optimal_scalar' under a strategy needs "
-            "eager.per_sample.per_sample_sq_norms, which is not available yet"
+            "baseline='optimal_scalar' under a strategy needs eager.per_sample.sq_norms and "
+            "read_weights, which are not available"
         )
-    return fn
+    return lambda spec, variables, obs, actions: sq_norms(spec, read_weights(variables), obs,
+                                                          actions)
