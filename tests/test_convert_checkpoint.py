@@ -1,0 +1,196 @@
+"""pgtwin convert-checkpoint: TF1 Saver checkpoints -> the eager twin's TF2 checkpoint.
+
+The converted checkpoint is checked along paths the converter does not take: TF1 values
+read back with ``tf.train.load_checkpoint``, the legacy twin restored by its own ``Saver``,
+and the eager twin restored by ``ReinforceAgent.restore``; both then take the same Adam
+steps, which only agree if m, v and the step count were all converted.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from eager.agent import ReinforceAgent as EagerAgent
+from examples import tf1_reinforce
+from legacy_graph.agent import ReinforceAgent as LegacyAgent
+from pgcommon.config import ReinforceConfig
+from pgcommon.envs import make_vec_env
+from pgcommon.specs import PolicySpec, spec_for_env
+from pgtwin import checkpoint_migration
+from pgtwin.checkpoint_migration import (
+    CheckpointMismatchError, ConversionVerificationError, adam_step_count, convert_checkpoint)
+from pgtwin.cli import main
+
+tf1 = tf.compat.v1
+
+
+def random_grads(agent, rng):
+    return {n: 0.1 * rng.standard_normal(w.shape) for n, w in agent.get_weights().items()}
+
+
+def write_tf1_checkpoint(prefix, values):
+    """A TF1 Saver checkpoint holding exactly ``values`` (name -> array)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        variables = [tf1.get_variable(n, initializer=tf.constant(v)) for n, v in values.items()]
+        saver = tf1.train.Saver(variables)
+        with tf1.Session(graph=graph) as sess:
+            sess.run(tf1.global_variables_initializer())
+            return saver.save(sess, prefix, write_meta_graph=False)
+
+
+def test_legacy_checkpoint_converts_with_adam_state_and_continues_identically(tmp_path):
+    spec = PolicySpec("categorical", (4,), 3, hidden=(8, 5))
+    config = ReinforceConfig(dtype="float64")
+    rng = np.random.default_rng(0)
+    legacy = LegacyAgent(spec, config, seed=3)
+    for _ in range(3):
+        legacy.apply_gradients(random_grads(legacy, rng))
+    src = legacy.save(str(tmp_path / "tf1" / "model"))
+    legacy.close()
+
+    result = convert_checkpoint(src, str(tmp_path / "tf2" / "policy"))
+    assert result.iterations == 3 and result.optimizer_state == "adam"  # three apply steps
+    assert result.spec == spec.with_dtype("float64") and result.report.ok
+
+    reader = tf.train.load_checkpoint(src)
+    eager = EagerAgent(spec, config, seed=9)
+    eager.restore(result.dst)
+    for name, value in eager.get_weights().items():
+        np.testing.assert_array_equal(value, reader.get_tensor(name))
+    assert int(eager.optimizer.iterations.numpy()) == 3
+
+    restored = LegacyAgent(spec, config, seed=9)
+    restored.restore(src)
+    for _ in range(2):
+        grads = random_grads(restored, rng)
+        restored.apply_gradients(grads)
+        eager.apply_gradients(grads)
+    for name, value in restored.get_weights().items():
+        np.testing.assert_allclose(eager.get_weights()[name], value, rtol=1e-12, atol=1e-15)
+    restored.close()
+    assert not [f for f in os.listdir(tmp_path / "tf2") if f.startswith(".tmp")]
+
+
+def test_lstm_gaussian_with_env_spec_through_the_cli(tmp_path, capsys):
+    envs = make_vec_env("BatteryArbitrage-v0", history=3)
+    spec = spec_for_env(envs, torso="lstm", hidden=(8,))
+    envs.close()
+    legacy = LegacyAgent(spec, ReinforceConfig(), seed=1)
+    src = legacy.save(str(tmp_path / "tf1" / "model"))
+    dst = str(tmp_path / "tf2" / "policy")
+    rc = main(["convert-checkpoint", src, dst, "--env", "BatteryArbitrage-v0", "--history", "3"])
+    assert rc == 0, capsys.readouterr().err
+    assert "optimizer state: adam (iterations 0)" in capsys.readouterr().out
+    eager = EagerAgent(spec, ReinforceConfig(), seed=2)
+    eager.restore(dst)
+    obs = np.random.default_rng(0).uniform(0, 1, (16, *spec.obs_shape)).astype(np.float32)
+    np.testing.assert_allclose(eager.dist_params(obs), legacy.dist_params(obs), rtol=1e-6, atol=1e-7)
+    legacy.close()
+
+
+def test_a_users_tf1_script_converts_with_name_maps(tmp_path, capsys):
+    tf1_reinforce.main(["--iterations", "2", "--save", str(tmp_path / "tf1" / "model")])
+    maps = ["actor/fc1/W=policy/dense_0/kernel", "actor/fc1/b=policy/dense_0/bias",
+            "actor/fc2/W=policy/dense_1/kernel", "actor/fc2/b=policy/dense_1/bias",
+            "actor/logits/W=policy/head/kernel", "actor/logits/b=policy/head/bias"]
+    dst = str(tmp_path / "tf2" / "policy")
+    argv = ["convert-checkpoint", str(tmp_path / "tf1"), dst, "--env", "CartPole-v1"]
+    rc = main(argv + [x for m in maps for x in ("--map", m)])
+    assert rc == 0, capsys.readouterr().err
+    spec = PolicySpec("categorical", (4,), 2, hidden=(64, 64))
+    eager = EagerAgent(spec, ReinforceConfig(), seed=5)
+    eager.restore(dst)
+    assert int(eager.optimizer.iterations.numpy()) == 2  # the script ran two train_ops
+    reader = tf.train.load_checkpoint(str(tmp_path / "tf1"))
+    for item in maps:
+        old, new = item.split("=")
+        np.testing.assert_array_equal(eager.get_weights()[new], reader.get_tensor(old))
+
+
+def test_missing_extra_and_misshapen_variables_are_listed_and_nothing_is_written(tmp_path, capsys):
+    src = write_tf1_checkpoint(str(tmp_path / "tf1" / "model"), {
+        "policy/dense_0/kernel": np.zeros((4, 8), np.float32),
+        "policy/head/kernel": np.zeros((8, 2), np.float32),
+        "policy/head/bias": np.zeros(3, np.float32),
+        "global_step": np.zeros((), np.int64),
+    })
+    out = tmp_path / "tf2"
+    rc = main(["convert-checkpoint", src, str(out / "policy")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "missing ['policy/dense_0/bias']" in err
+    assert "extra ['global_step']" in err
+    assert "policy/head/bias: expected (2,), got (3,)" in err
+    assert not out.exists() or not os.listdir(out)
+
+
+@pytest.mark.parametrize("values, argv, message", [
+    ({"policy/head/kernel": np.zeros((3, 2), np.float32)}, ["--map", "actor/W=policy/x"],
+     "--map actor/W=policy/x: no variable in the checkpoint matches 'actor/W'"),
+    ({"policy/head/kernel": np.zeros((3, 2), np.float32),
+      "policy/head/bias": np.zeros(2, np.float32),
+      "policy/head/kernel/Momentum": np.zeros((3, 2), np.float32),
+      "policy/head/bias/Momentum": np.zeros(2, np.float32)}, [],
+     "slots ['Momentum'] are not one Adam pair"),
+    ({"actor/W": np.zeros((3, 2), np.float32)}, [], "missing ['policy/head/kernel']"),
+])
+def test_unconvertible_checkpoints_fail_with_the_reason(tmp_path, capsys, values, argv, message):
+    src = write_tf1_checkpoint(str(tmp_path / "tf1" / "model"), values)
+    assert main(["convert-checkpoint", src, str(tmp_path / "tf2" / "p"), *argv]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "tf2" / "p.index").exists()
+
+
+def test_existing_destination_and_tf2_sources_are_refused(tmp_path, capsys):
+    spec = PolicySpec("categorical", (2,), 2, hidden=(3,))
+    eager = EagerAgent(spec, ReinforceConfig())
+    tf2_ckpt = eager.save(str(tmp_path / "tf2" / "policy"))
+    assert main(["convert-checkpoint", tf2_ckpt, str(tmp_path / "out" / "p")]) == 1
+    assert "already a TF2 object-based checkpoint" in capsys.readouterr().err
+    src = write_tf1_checkpoint(str(tmp_path / "tf1" / "m"),
+                               {"policy/head/kernel": np.zeros((2, 2), np.float32)})
+    assert main(["convert-checkpoint", src, tf2_ckpt]) == 1
+    assert "exists" in capsys.readouterr().err
+
+
+def test_a_wrong_step_count_fails_verification_and_writes_nothing(tmp_path, monkeypatch):
+    spec = PolicySpec("categorical", (3,), 2, hidden=(4,))
+    legacy = LegacyAgent(spec, ReinforceConfig(), seed=0)
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        legacy.apply_gradients(random_grads(legacy, rng))
+    src = legacy.save(str(tmp_path / "tf1" / "model"))
+    legacy.close()
+    real = checkpoint_migration.adam_step_count
+    monkeypatch.setattr(checkpoint_migration, "adam_step_count", lambda *a: real(*a) + 1)
+    with pytest.raises(ConversionVerificationError) as err:
+        convert_checkpoint(src, str(tmp_path / "tf2" / "policy"))
+    # The legacy twin keeps the stored beta powers (t = 2), the eager one takes t = 3: the
+    # bias corrections differ and so do the next steps.
+    assert err.value.report.first_failure.rung == "weights"
+    assert os.listdir(tmp_path / "tf2") == []
+
+
+def test_adam_step_count_from_beta_powers():
+    b1, b2 = float(np.float32(0.9)), float(np.float32(0.999))
+    # After t steps TF1 holds beta^(t+1), in float32.
+    for t in (0, 1, 7, 500):
+        assert adam_step_count(np.float32(b1 ** (t + 1)), np.float32(b2 ** (t + 1)), 0.9, 0.999) == t
+    # beta1^(2001) underflows float32 to 0: beta2 alone says t = 2000.
+    assert adam_step_count(np.float32(0.0), np.float32(b2 ** 2001), 0.9, 0.999) == 2000
+    with pytest.raises(ValueError, match="do not come from one step count"):
+        adam_step_count(np.float32(b1 ** 3), np.float32(b2 ** 6), 0.9, 0.999)
+
+
+def test_bad_maps_are_refused():
+    with pytest.raises(ValueError, match="is not OLD=NEW"):
+        checkpoint_migration.parse_map(["actor/W"])
+    with pytest.raises(ValueError, match="a scope"):
+        checkpoint_migration.parse_map(["actor/=policy"])
+    assert checkpoint_migration.parse_map(["a/=policy/"]) == {"a/": "policy/"}
+    with pytest.raises(CheckpointMismatchError):
+        raise CheckpointMismatchError("x", missing=["a"])
