@@ -24,6 +24,9 @@ def log_prob(spec: PolicySpec, params: tf.Tensor, actions: tf.Tensor) -> tf.Tens
         onehot = tf.one_hot(actions, spec.action_size, dtype=params.dtype)
         return tf.reduce_sum(onehot * tf.nn.log_softmax(params), axis=1)
     mean, log_std = tf.split(params, 2, axis=1)
+    # The action is a sample, not a function of the weights (the score-function estimator):
+    # without this, d loss / d actions would be (a - mean) / sigma^2, not None.
+    actions = tf.stop_gradient(actions)
     z = (actions - mean) * tf.exp(-log_std)
     return tf.reduce_sum(-0.5 * tf.square(z) - log_std - 0.5 * LOG_2PI, axis=1)
 
