@@ -61,6 +61,8 @@ DEFAULT_TOLERANCES = {
     "float64": {None: (1e-10, 1e-12)},
 }
 
+_UNKNOWN = re.compile(r"eager_fn asked for variable '([^']+)'")
+
 LegacyBuild = Callable[[dict[str, tf.Tensor]], Any]
 EagerFn = Callable[[Mapping[str, tf.Variable], dict[str, tf.Tensor]], Any]
 
@@ -77,8 +79,9 @@ class UnknownVariableError(KeyError):
 class RecordingVariables(Mapping):
     """The ``variables`` mapping given to ``eager_fn``: it records names asked for but absent."""
 
-    def __init__(self, variables: dict[str, tf.Variable]):
-        self._variables = variables
+    def __init__(self, variables: Mapping[str, tf.Variable]):
+        # ``dict(...)``: tf.function rebuilds a Mapping argument from (key, value) pairs.
+        self._variables = dict(variables)
         self.unknown: list[str] = []
 
     def __getitem__(self, name: str) -> tf.Variable:
@@ -223,8 +226,10 @@ def compare(
             tf1_opt = legacy.set_optimizer(make_tf1)
             keras_opt = eager.set_optimizer(make_keras)
             report.rows.extend(hyperparameter_rows(tf1_opt, keras_opt, legacy.session, ctx))
+            # Only a drift that nothing earlier explains gets the float32-rounding hint.
+            hint = rounding_hint(tf1_opt, var_dtype) if report.ok else ""
             report.rows.extend(_weight_rows(legacy, eager, eager_names, steps, *tol["weights"],
-                                            ctx, rounding_hint(tf1_opt, var_dtype) if report.ok else ""))
+                                            ctx, hint))
     finally:
         legacy.close()
     return report
@@ -253,7 +258,6 @@ class _LegacySide:
     """The TF1 graph: placeholders, the user's loss, ``tf.gradients``, one Session."""
 
     def __init__(self, build: LegacyBuild, inputs: dict[str, np.ndarray]):
-        self.inputs = inputs
         self.graph = tf.Graph()
         with self.graph.as_default():
             self.placeholders = {
@@ -309,8 +313,8 @@ class _LegacySide:
             pairs = [(g, self.variables[n]) for n, g in self.grads.items() if g is not None]
             self.train_op = opt.apply_gradients(pairs) if pairs else tf.no_op()
             # Only the optimizer's new variables (slots, beta powers): the weights stay loaded.
-            known = set(self.variables.values())
-            fresh = [v for v in tf1.global_variables() if v not in known]
+            known = {v.ref() for v in self.variables.values()}
+            fresh = [v for v in tf1.global_variables() if v.ref() not in known]
             self.session.run(tf1.variables_initializer(fresh))
         return opt
 
@@ -344,7 +348,13 @@ class _EagerSide:
         """The outputs as numpy, or None when ``eager_fn`` asked for an unknown variable."""
         try:
             out, self._grads = self._call()
-        except UnknownVariableError:
+        except Exception as err:  # noqa: BLE001  (re-raised unless it is ours)
+            name = _unknown_variable(err)
+            if name is None:
+                raise
+            # Recorded here too: inside a tf.function the mapping is a rebuilt copy.
+            if name not in self.recording.unknown:
+                self.recording.unknown.append(name)
             return None
         return {k: np.asarray(v) for k, v in out.items()}
 
@@ -363,6 +373,18 @@ class _EagerSide:
 
     def values(self) -> dict[str, np.ndarray]:
         return {n: v.numpy() for n, v in self.variables.items()}
+
+
+def _unknown_variable(err: Exception) -> str | None:
+    """The name of an :class:`UnknownVariableError`, also when autograph re-raised it.
+
+    A ``tf.function`` turns exceptions raised while tracing into a ``StagingError`` that
+    only keeps the original message, so the name is read back from that message.
+    """
+    if isinstance(err, UnknownVariableError):
+        return err.name
+    match = _UNKNOWN.search(str(err))
+    return match.group(1) if match else None
 
 
 # ------------------------------------------------------------------------- rungs

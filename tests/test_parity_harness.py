@@ -191,6 +191,13 @@ def test_without_the_name_map_the_missing_name_and_its_candidate_are_listed():
     assert {r.rung for r in report.rows} == {"variables"}  # the ladder stops there
 
 
+def test_a_tf_function_eager_fn_is_compared_and_its_missing_names_reported():
+    traced = tf.function(eager_linear)
+    assert run(traced, steps=1).ok
+    bad = run(traced, name_map={}).first_failure  # autograph re-raises as StagingError
+    assert (bad.rung, bad.item) == ("variables", "new/w")
+
+
 def test_name_map_errors_are_rows():
     report = run(name_map={**NAME_MAP, "old_scope/typo": "x"})
     bad = report.first_failure
