@@ -31,10 +31,12 @@ def trailing_mean(x: np.ndarray, window: int) -> np.ndarray:
 
 def save_learning_curves(path: str, curves: list[Curve], title: str,
                          threshold: float | None = None, window: int = 100,
-                         side_by_side: bool = False) -> str:
+                         side_by_side: bool = False,
+                         mark: tuple[float, str] | None = None) -> str:
     """Plot each curve's episode returns (faint) and their trailing mean over ``window``.
 
-    With ``side_by_side`` each curve gets its own panel (shared y axis), else all share one.
+    With ``side_by_side`` each curve gets its own panel (shared axes), else all share one.
+    ``mark = (env_step, label)`` draws a labelled vertical line on every panel.
     The file is written to a temporary name and renamed, so ``path`` is never half a PNG.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -43,7 +45,7 @@ def save_learning_curves(path: str, curves: list[Curve], title: str,
     panels = len(curves) if side_by_side else 1
     fig = Figure(figsize=(5.5 * panels, 4), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, panels, sharey=True, squeeze=False)[0]
+    axes = fig.subplots(1, panels, sharex=True, sharey=True, squeeze=False)[0]
     for k, curve in enumerate(curves):
         ax = axes[k if side_by_side else 0]
         color = f"C{k}"
@@ -56,6 +58,8 @@ def save_learning_curves(path: str, curves: list[Curve], title: str,
         if threshold is not None:
             ax.axhline(threshold, color="gray", linestyle="--", linewidth=1,
                        label=f"threshold {threshold:g}")
+        if mark is not None:
+            ax.axvline(mark[0], color="black", linestyle=":", linewidth=1, label=mark[1])
         ax.set_xlabel("env steps")
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)

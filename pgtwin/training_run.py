@@ -54,13 +54,15 @@ class RunSettings:
     """Everything that defines a run."""
 
     env_id: str
-    """A registered gymnasium id (or gymnasium's ``module:Id`` form)."""
+    """A registered gymnasium id."""
     impl: str
     """Twin: ``graph`` or ``eager``."""
     config: ReinforceConfig
     """Hyperparameters of the updates (and num_envs, num_steps, dtype)."""
     logdir: str
     """Where the run's files go (see the module docstring)."""
+    env_module: str | None = None
+    """A module imported before the env is made (it registers ``env_id``)."""
     seed: int = 0
     """Seeds the initial weights, the envs (env i: seed + i) and action sampling."""
     total_steps: int = 100_000
@@ -101,8 +103,10 @@ class RunSettings:
         return cls(**doc)
 
     def fixed(self) -> dict[str, Any]:
-        """The settings a resume must not change."""
-        return {k: v for k, v in self.to_dict().items() if k not in RESUMABLE}
+        """The settings a resume must not change, the config's as ``config.<field>``."""
+        doc = {k: v for k, v in self.to_dict().items() if k not in RESUMABLE}
+        doc.update({f"config.{k}": v for k, v in doc.pop("config").items()})
+        return doc
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,23 @@ def load_settings(logdir: str) -> RunSettings:
         return RunSettings.from_dict(json.load(f))
 
 
+def import_env_module(name: str) -> None:
+    """Import ``name`` (which registers envs), looking in the working directory too, as
+    ``python -m`` would.
+
+    Raises:
+      ValueError: the module cannot be imported.
+    """
+    import importlib
+
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        importlib.import_module(name)
+    except ImportError as err:
+        raise ValueError(f"cannot import env module {name!r}: {err}") from err
+
+
 def reward_threshold(env_id: str) -> float | None:
     """The gymnasium spec's ``reward_threshold`` of ``env_id`` (None if it has none)."""
     return gym.spec(env_id).reward_threshold
@@ -174,6 +195,8 @@ def train(settings: RunSettings, resume: bool = False,
     """
     import tensorflow as tf
 
+    if settings.env_module:
+        import_env_module(settings.env_module)
     if settings.deterministic:
         tf.config.experimental.enable_op_determinism()
     paths = run_paths(settings.logdir)
@@ -245,9 +268,9 @@ class _Run:
         if refused:
             self.say(f"using the previous good checkpoint {ckpt.path}")
         doc = run_checkpoint.load_state(ckpt.path)
-        fixed = self.settings.fixed()
-        changed = {k: (doc["settings"].get(k), v) for k, v in fixed.items()
-                   if doc["settings"].get(k) != v}
+        saved = RunSettings.from_dict(doc["settings"]).fixed()
+        changed = {k: (saved.get(k), v) for k, v in self.settings.fixed().items()
+                   if saved.get(k) != v}
         if changed:
             raise TrainingError(f"cannot resume {ckpt.path} with different settings: "
                                 + "; ".join(f"{k}: checkpoint {a!r}, now {b!r}"

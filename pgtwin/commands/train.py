@@ -117,7 +117,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("train", help=HELP, description=HELP)
     p.add_argument("--env", default=None,
                    help="gymnasium id (Box observations; Discrete or Box actions), e.g. "
-                        "CartPole-v1, Pendulum-v1, BatteryArbitrage-v0, or module:Id")
+                        "CartPole-v1, Pendulum-v1, BatteryArbitrage-v0; MODULE:ID imports "
+                        "MODULE first (as --env-module)")
+    p.add_argument("--env-module", default=None,
+                   help="module to import before making the env (it registers the id)")
     p.add_argument("--impl", choices=IMPLS, default=None, help="twin (default eager)")
     add_run_arguments(p)
     p.add_argument("--logdir", default=None,
@@ -141,7 +144,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="write TensorBoard scalars under LOGDIR/tb (default on)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON summary as the last line of stdout")
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, command_parser=p)
     return p
 
 
@@ -190,7 +193,8 @@ def settings_from_args(args, parser):
             if args.env is None:
                 parser.error("--resume needs --logdir (or --env, --impl and --seed to find "
                              "the newest run under runs/)")
-            logdir = newest_logdir(args.env, args.impl or "eager", args.seed or 0)
+            logdir = newest_logdir(args.env.rsplit(":", 1)[-1], args.impl or "eager",
+                                   args.seed or 0)
             if logdir is None:
                 parser.error(f"--resume: no run of {args.env} found under runs/; pass --logdir")
         try:
@@ -200,7 +204,14 @@ def settings_from_args(args, parser):
     elif args.env is None:
         parser.error("the following arguments are required: --env")
 
-    env_id = args.env or saved.env_id
+    env_id, env_module = args.env, args.env_module
+    if env_id is not None and ":" in env_id:
+        if env_module is not None:
+            parser.error(f"--env {env_id} names a module and so does --env-module "
+                         f"{env_module}: give one")
+        env_module, env_id = env_id.rsplit(":", 1)
+    if saved is not None:
+        env_id, env_module = env_id or saved.env_id, env_module or saved.env_module
     row = defaults_for(env_id)
     base = saved or RunSettings(env_id=env_id, impl="eager", config=ReinforceConfig(),
                                 logdir="", total_steps=row.total_steps, hidden=row.hidden,
@@ -214,7 +225,7 @@ def settings_from_args(args, parser):
     try:
         config = config_from_args(args, saved.config if saved else None, row)
         settings = RunSettings(
-            env_id=env_id, impl=impl, config=config, seed=seed,
+            env_id=env_id, env_module=env_module, impl=impl, config=config, seed=seed,
             logdir=logdir or default_logdir(env_id, impl, seed),
             total_steps=args.steps or base.total_steps, torso=torso,
             hidden=args.hidden or base.hidden, history=history,
@@ -240,6 +251,7 @@ def run(args, parser) -> int:
     """Train; print the summary (``--json``: one JSON line last on stdout)."""
     from pgtwin.training_run import TrainingError, train
 
+    parser = getattr(args, "command_parser", parser)
     settings, resume = settings_from_args(args, parser)
     try:
         result = train(settings, resume=resume)

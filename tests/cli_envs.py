@@ -1,0 +1,73 @@
+"""Test-only env ids for the CLI tests, used through gymnasium's ``module:Id`` form, e.g.
+``pgtwin train --env tests.cli_envs:NaNObsCartPole-v0`` (gymnasium imports this module,
+which registers them).
+
+* ``SlowCartPole-v0``: CartPole that sleeps ``delay`` seconds per step, so a run lasts
+  long enough to be killed in the middle.
+* ``NaNObsCartPole-v0`` / ``NaNRewardCartPole-v0``: CartPole whose sub-env reset with
+  seed ``nan_env_seed`` returns a NaN observation (or reward) on its ``nan_at``-th step call
+  (0-based, counted since construction). With ``--seed 0`` sub-env i is reset with seed i,
+  so the NaN comes from env index ``nan_env_seed``.
+* ``EasyCartPole-v0``: CartPole with ``reward_threshold = 15``, to test the stopping rule
+  in a few updates.
+"""
+from __future__ import annotations
+
+import time
+
+import gymnasium
+import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+NAN_ENV_SEED = 2
+NAN_AT = 5
+
+
+class SlowCartPole(CartPoleEnv):
+    """CartPole whose ``step`` takes at least ``delay`` seconds."""
+
+    def __init__(self, delay: float = 0.002, **kwargs):
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def step(self, action):
+        time.sleep(self.delay)
+        return super().step(action)
+
+
+class NaNCartPole(CartPoleEnv):
+    """CartPole injecting one NaN into the observation or the reward (see module doc)."""
+
+    def __init__(self, target: str = "obs", nan_env_seed: int = NAN_ENV_SEED,
+                 nan_at: int = NAN_AT, **kwargs):
+        super().__init__(**kwargs)
+        self.target, self.nan_env_seed, self.nan_at = target, nan_env_seed, nan_at
+        self.first_seed = None
+        self.calls = 0
+
+    def reset(self, *, seed=None, options=None):
+        if self.first_seed is None:
+            self.first_seed = seed
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.first_seed == self.nan_env_seed and self.calls == self.nan_at:
+            if self.target == "obs":
+                obs = np.array(obs, copy=True)
+                obs[1] = np.nan
+            else:
+                reward = float("nan")
+        self.calls += 1
+        return obs, reward, terminated, truncated, info
+
+
+def _register(env_id: str, entry_point, **kwargs) -> None:
+    if env_id not in gymnasium.registry:
+        gymnasium.register(env_id, entry_point=entry_point, max_episode_steps=500, **kwargs)
+
+
+_register("SlowCartPole-v0", SlowCartPole)
+_register("NaNObsCartPole-v0", NaNCartPole, kwargs={"target": "obs"})
+_register("NaNRewardCartPole-v0", NaNCartPole, kwargs={"target": "reward"})
+_register("EasyCartPole-v0", CartPoleEnv, reward_threshold=15.0)

@@ -1,0 +1,194 @@
+"""``pgtwin train`` in-process on tiny runs: the files it writes, the ``--json`` summary, the
+stopping rule, resume of settings, and argparse-style errors for bad arguments.
+
+Tiny configs (a few envs, steps and updates) keep each run to about a second.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from pgtwin.cli import main
+from pgtwin.episode_log import read_episodes
+from pgtwin.plots import trailing_mean
+from pgtwin.training_run import load_weights
+
+TINY = ["--num-envs", "4", "--num-steps", "16", "--hidden", "8", "--no-progress"]
+
+
+def _train(capsys, *argv) -> tuple[int, dict | None, str]:
+    """Run ``pgtwin train argv``: (exit code, JSON summary or None, stderr)."""
+    code = main(["train", *argv])
+    out, err = capsys.readouterr()
+    lines = out.strip().splitlines()
+    summary = json.loads(lines[-1]) if "--json" in argv and code == 0 else None
+    return code, summary, err
+
+
+def _events(tb_dir: str) -> dict[str, list[tuple[int, float]]]:
+    """Scalars in the event files under ``tb_dir``: {tag: [(step, value)]}."""
+    import tensorflow as tf
+
+    scalars: dict[str, list] = {}
+    for name in sorted(os.listdir(tb_dir)):
+        for event in tf.compat.v1.train.summary_iterator(os.path.join(tb_dir, name)):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append(
+                    (event.step, float(tf.make_ndarray(value.tensor))))
+    return scalars
+
+
+@pytest.mark.parametrize("impl", ["graph", "eager"])
+def test_a_tiny_cartpole_run_writes_every_artifact(tmp_path, capsys, impl):
+    logdir = str(tmp_path / "run")
+    code, summary, _ = _train(capsys, "--env", "CartPole-v1", "--impl", impl, "--seed", "1",
+                              "--steps", "640", "--checkpoint-every", "4", "--logdir", logdir,
+                              "--json", *TINY)
+    assert code == 0
+    # 640 steps / (4 envs x 16 steps) = 10 updates of 64 env steps.
+    assert summary["updates"] == 10 and summary["env_steps"] == 640
+    assert (summary["env"], summary["impl"], summary["seed"]) == ("CartPole-v1", impl, 1)
+    assert summary["solved"] is False and summary["solved_at_env_steps"] is None
+    assert summary["solved_at_wall_s"] is None and summary["wall_s"] > 0
+
+    episodes = read_episodes(os.path.join(logdir, "episodes.csv"))
+    assert episodes["episode"].tolist() == list(range(len(episodes["episode"])))
+    assert np.all(np.diff(episodes["env_steps"]) >= 0) and episodes["env_steps"][-1] <= 640
+    # A CartPole episode earns 1 per step.
+    np.testing.assert_array_equal(episodes["return"], episodes["length"])
+    assert summary["final_mean_return"] == pytest.approx(np.mean(episodes["return"][-100:]))
+
+    # Checkpoints every 4 updates plus the final one, the newest 2 kept: 8 and 10.
+    assert sorted(os.listdir(os.path.join(logdir, "checkpoints"))) == [
+        "update_00000008", "update_00000010"]
+    assert open(os.path.join(logdir, "learning_curve.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert set(load_weights(os.path.join(logdir, "weights.npz"))) == {
+        "policy/dense_0/kernel", "policy/dense_0/bias", "policy/head/kernel", "policy/head/bias"}
+
+    scalars = _events(os.path.join(logdir, "tb"))
+    for tag in ("losses/loss", "losses/grad_norm", "losses/entropy", "charts/mean_return_window",
+                "charts/env_steps_per_s"):
+        assert [step for step, _ in scalars[tag]] == [64 * k for k in range(1, 11)], tag
+    # Initial policy is near uniform over 2 actions: entropy ~ log 2 = 0.693.
+    assert scalars["losses/entropy"][0][1] == pytest.approx(np.log(2), abs=0.01)
+    per_update = {}
+    for update, ret in zip(episodes["update"], episodes["return"]):
+        per_update.setdefault(update, []).append(ret)
+    logged = dict(scalars["charts/episode_return"])
+    assert logged == pytest.approx({64 * u: np.mean(r) for u, r in per_update.items()})
+
+
+@pytest.mark.parametrize("env_id, impl", [("Pendulum-v1", "graph"),
+                                          ("BatteryArbitrage-v0", "eager")])
+def test_continuous_envs_train(tmp_path, capsys, env_id, impl):
+    code, summary, _ = _train(capsys, "--env", env_id, "--impl", impl, "--steps", "400",
+                              "--num-envs", "2", "--num-steps", "200", "--hidden", "8",
+                              "--logdir", str(tmp_path / "run"), "--json", "--no-progress")
+    assert code == 0 and summary["updates"] == 1 and summary["env_steps"] == 400
+    assert summary["threshold"] is None and summary["solved"] is False
+
+
+def test_lstm_torso_with_a_history_window(tmp_path, capsys):
+    logdir = str(tmp_path / "run")
+    code, summary, _ = _train(capsys, "--env", "CartPole-v1", "--torso", "lstm", "--history",
+                              "3", "--steps", "128", "--logdir", logdir, "--json", *TINY)
+    assert code == 0 and summary["updates"] == 2
+    assert "policy/lstm/kernel" in load_weights(os.path.join(logdir, "weights.npz"))
+
+
+def _first_solving_update(episodes, window, threshold):
+    """Oracle from the CSV: the first update after which the mean of the last ``window``
+    finished episodes is >= threshold (the window full)."""
+    means = trailing_mean(episodes["return"], window)
+    for update in np.unique(episodes["update"]):
+        last = np.nonzero(episodes["update"] == update)[0][-1]
+        if last + 1 >= window and means[last] >= threshold:
+            return int(update)
+    return None
+
+
+@pytest.mark.parametrize("no_stop", [False, True])
+def test_stops_when_the_window_mean_reaches_the_threshold(tmp_path, capsys, no_stop):
+    # EasyCartPole-v0 has reward_threshold 15: reached within a few updates.
+    logdir = str(tmp_path / "run")
+    code, summary, _ = _train(capsys, "--env", "tests.cli_envs:EasyCartPole-v0", "--steps",
+                              "1280", "--solve-window", "5", "--logdir", logdir, "--json",
+                              *TINY, *(["--no-stop"] if no_stop else []))
+    assert code == 0
+    episodes = read_episodes(os.path.join(logdir, "episodes.csv"))
+    solved_at = _first_solving_update(episodes, 5, 15.0)
+    assert solved_at is not None and summary["solved"] is True and summary["threshold"] == 15.0
+    assert summary["solved_at_env_steps"] == 64 * solved_at
+    assert 0 < summary["solved_at_wall_s"] <= summary["wall_s"]
+    assert summary["updates"] == (20 if no_stop else solved_at)
+
+
+def test_resume_with_a_larger_budget_continues_the_run(tmp_path, capsys):
+    logdir = str(tmp_path / "run")
+    base = ["--env", "CartPole-v1", "--steps", "128", "--logdir", logdir, "--json", *TINY]
+    assert _train(capsys, *base)[0] == 0
+    code, summary, err = _train(capsys, "--resume", "--logdir", logdir, "--steps", "256",
+                                "--json", "--no-progress")
+    assert code == 0 and summary["updates"] == 4 and summary["env_steps"] == 256
+    assert summary["resumed_from"] == os.path.join(logdir, "checkpoints", "update_00000002")
+    assert "resuming" in err and "exactly (env state restored)" in err
+    # Resuming a finished run trains nothing more.
+    code, summary, _ = _train(capsys, "--resume", "--logdir", logdir, "--json", "--no-progress")
+    assert code == 0 and summary["updates"] == 4
+
+
+def test_a_second_run_into_the_same_logdir_is_refused(tmp_path, capsys):
+    argv = ["--env", "CartPole-v1", "--steps", "64", "--logdir", str(tmp_path), *TINY]
+    assert _train(capsys, *argv)[0] == 0
+    code, _, err = _train(capsys, *argv)
+    assert code == 1 and "already holds a run: pass --resume" in err
+
+
+# ---------------------------------------------------------------------- bad arguments
+@pytest.mark.parametrize("argv, message", [
+    (["--env", "CartPole-v1", "--steps", "-5"], "argument --steps: must be an integer >= 1, got -5"),
+    (["--env", "CartPole-v1", "--gamma", "1.5"], "argument --gamma: must be in [0, 1], got 1.5"),
+    (["--env", "CartPole-v1", "--impl", "torch"], "argument --impl: invalid choice: 'torch'"),
+    (["--env", "CartPole-v1", "--lr", "nan"], "argument --lr: must be a finite number"),
+    (["--env", "CartPole-v1", "--num-envs", "0"], "argument --num-envs: must be an integer >= 1"),
+    (["--env", "CartPole-v1", "--hidden", "64,x"], "argument --hidden: must be comma-separated"),
+    (["--env", "CartPole-v1", "--history", "4"], "--history 4 needs --torso lstm"),
+    (["--steps", "100"], "the following arguments are required: --env"),
+    (["--env", "NoSuchEnv-v0"], "unknown env id 'NoSuchEnv-v0'"),
+    (["--env", "Blackjack-v1"], "'Blackjack-v1' has observation space Tuple"),
+    (["--env", "no_such_module:Foo-v0"], "cannot import env module 'no_such_module'"),
+])
+def test_bad_arguments_exit_2_with_a_message(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", *argv, "--logdir", str(tmp_path / "run"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert "pgtwin train: error:" in err and message in err, err
+    assert "Traceback" not in err
+
+
+def test_unknown_env_lists_what_is_supported(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--env", "NoSuchEnv-v0", "--logdir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "Discrete or Box actions" in err and "CartPole-v1, Pendulum-v1, BatteryArbitrage-v0" in err
+
+
+def test_resume_errors(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--resume", "--logdir", str(tmp_path / "empty")])
+    assert exit_info.value.code == 2
+    assert "nothing to resume" in capsys.readouterr().err
+
+    logdir = str(tmp_path / "run")
+    assert _train(capsys, "--env", "CartPole-v1", "--steps", "64", "--logdir", logdir, *TINY)[0] == 0
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--resume", "--logdir", logdir, "--lr", "0.5", "--impl", "graph"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert "--resume cannot change the run's settings" in err
+    assert "impl (run: 'eager', given: 'graph')" in err
+    assert "config.learning_rate (run: 0.01, given: 0.5)" in err
