@@ -42,7 +42,7 @@ PARITY_CASES = {
                                  entropy_coef=0.01),
 }
 # float32: sums over 230 samples in another order (~1e-7 relative); Adam divides by
-# sqrt(v) and amplifies that on near-zero gradients over 3 steps.
+# sqrt(v) and amplifies that on near-zero gradients.
 TOL = {"float32": dict(grad=1e-6, weight=2e-5, loss=1e-6),
        "float64": dict(grad=1e-14, weight=1e-13, loss=1e-14)}
 
@@ -179,6 +179,8 @@ def test_one_device_mirrored_strategy_matches_the_single_device_agent():
     bad = ReinforceConfig(baseline="optimal_per_param")
     with pytest.raises(ValueError, match="baseline='optimal_per_param' is not supported"):
         DistributedReinforceAgent(spec, bad)
+    with pytest.raises(ValueError, match="update_path='cached' is not supported"):
+        DistributedReinforceAgent(spec, ReinforceConfig(update_path="cached"))
 
 
 def test_devices_already_initialised_is_a_clear_error():
@@ -207,7 +209,7 @@ def _logical_devices_run() -> dict:
             single = ReinforceAgent(spec, config, seed=1)
             states, rngs = [None, None], [replica_rng(0, r) for r in (0, 1)]
             rows = []
-            for _ in range(3):
+            for _ in range(2):  # the second Adam step uses both moments of the first
                 batches = []
                 for r in (0, 1):
                     batch, states[r] = collect(envs[r], dist.rollout_policy(), dist.spec,
@@ -233,7 +235,77 @@ def _logical_devices_run() -> dict:
                 e.close()
             report[f"{dtype}/{case}"] = {"rows": rows, "trace_counts": dist.trace_counts(),
                                          "replicas": dist.num_replicas}
+        report[f"{dtype}/optimal_scalar"] = _optimal_scalar_case(strategy, dtype)
     return report
+
+
+def _per_sample_gradients_by_loop(agent, obs, actions) -> np.ndarray:
+    """``[B, P]``: grad log pi(a_i|s_i), one tape per sample (the slow, obvious way)."""
+    import tensorflow as tf
+
+    from eager import distributions, network
+
+    @tf.function  # one trace: every call sees a one-sample batch
+    def one_sample(obs_1, actions_1):
+        with tf.GradientTape() as tape:
+            params = network.dist_params(agent.spec, agent.variables, obs_1)
+            logp = distributions.log_prob(agent.spec, params, actions_1)
+        return tape.gradient(logp, list(agent.variables.values()))
+
+    rows = [np.concatenate([g.numpy().ravel() for g in one_sample(obs[i:i + 1], actions[i:i + 1])])
+            for i in range(obs.shape[0])]
+    return np.stack(rows)
+
+
+def _optimal_scalar_case(strategy, dtype: str) -> dict:
+    """2 replicas with ``optimal_scalar`` against a numpy oracle on the joined batch.
+
+    Oracle (Greensmith et al. 2004, per step): g_i from one tape per sample,
+    s_i = ||g_i||^2, R = normalised reward-to-go of the joined batch,
+    b* = sum_i valid_i s_i R_i / sum_i valid_i s_i, A_i = valid_i (R_i - b*),
+    gradient of the loss = -sum_i (valid_i / num_valid) A_i g_i; SGD: w' = w - lr * gradient.
+    """
+    from pgcommon.advantages import flat_returns
+
+    from eager.agent import ReinforceAgent
+    from eager.distributed import DistributedReinforceAgent
+
+    # lr = 2^-4 is exact in float32, where Keras keeps the learning rate.
+    config = ReinforceConfig(num_envs=3, num_steps=24, learning_rate=0.0625, dtype=dtype,
+                             optimizer="sgd", baseline="optimal_scalar")
+    envs = [make_vec_env("CartPole-v1", 3, replica_env_seed(1, r, 3)) for r in (0, 1)]
+    spec = spec_for_env(envs[0], dtype=dtype)
+    dist = DistributedReinforceAgent(spec, config, seed=2, strategy=strategy)
+    single = ReinforceAgent(spec, config, seed=2)  # eager/baselines.py on the joined batch
+    batches = [collect(envs[r], dist.rollout_policy(), dist.spec, config.num_steps,
+                       replica_rng(1, r))[0] for r in (0, 1)]
+    whole = concat_batches(batches)
+    obs = whole.obs.reshape(-1, *spec.obs_shape).astype(spec.np_dtype)
+    actions = whole.actions.reshape(-1)
+    g = _per_sample_gradients_by_loop(dist, obs, actions).astype(np.float64)
+    valid = whole.valid.reshape(-1).astype(np.float64)
+    returns = flat_returns(whole, config).reshape(-1)
+    s = np.sum(g * g, axis=1)
+    b_star = np.sum(valid * s * returns) / np.sum(valid * s)
+    oracle = -((valid / valid.sum()) * valid * (returns - b_star)) @ g
+    before = np.concatenate([w.ravel() for w in dist.get_weights().values()])
+    grads = dist.gradients(batches)
+    single_grads = single.gradients(whole)
+    metrics, single_metrics = dist.update(batches), single.update(whole)
+    after = np.concatenate([w.ravel() for w in dist.get_weights().values()])
+    mean_return = np.sum(valid * returns) / valid.sum()
+    for e in envs:
+        e.close()
+    return {
+        "baseline": [metrics["baseline"], float(b_star), single_metrics["baseline"]],
+        "single_grad_err": max(float(np.abs(grads[k] - single_grads[k]).max()) for k in grads),
+        "mean_baseline": float(mean_return),
+        "grad_err": float(np.abs(np.concatenate([x.ravel() for x in grads.values()])
+                                 - oracle).max()),
+        "grad_scale": float(np.abs(oracle).max()),
+        "weight_err": float(np.abs(after - (before - config.learning_rate * oracle)).max()),
+        "valid_per_replica": [b.num_valid for b in batches],
+    }
 
 
 @pytest.mark.slow
@@ -243,7 +315,9 @@ def test_two_logical_devices_equal_one_device_on_the_concatenated_batch():
         env=_subprocess_env(), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = _last_json_line(proc.stdout)
-    assert set(report) == {f"{d}/{c}" for d in TOL for c in PARITY_CASES}
+    assert set(report) == {f"{d}/{c}" for d in TOL for c in (*PARITY_CASES, "optimal_scalar")}
+    for dtype in TOL:
+        _check_optimal_scalar(report.pop(f"{dtype}/optimal_scalar"), TOL[dtype], dtype)
     unequal_valid = 0
     for key, result in report.items():
         tol = TOL[key.split("/")[0]]
@@ -262,6 +336,18 @@ def test_two_logical_devices_equal_one_device_on_the_concatenated_batch():
     # Replicas holding different numbers of valid steps is what tells a global mean from a
     # mean of per-replica means; the run must contain such updates to be a test of it.
     assert unequal_valid >= 3
+
+
+def _check_optimal_scalar(row: dict, tol: dict, dtype: str) -> None:
+    where = f"{dtype}/optimal_scalar: {row}"
+    # b* from all-reduced sums equals the oracle's over the joined batch...
+    assert row["baseline"][0] == pytest.approx(row["baseline"][1], rel=10 * tol["grad"]), where
+    assert row["baseline"][0] == pytest.approx(row["baseline"][2], rel=10 * tol["grad"]), where
+    assert row["single_grad_err"] <= tol["grad"] * max(1.0, row["grad_scale"]), where
+    # ...and is not the mean baseline (else the test could not tell them apart).
+    assert abs(row["baseline"][1] - row["mean_baseline"]) > 100 * tol["grad"], where
+    assert row["grad_err"] <= tol["grad"] * max(1.0, row["grad_scale"]), where
+    assert row["weight_err"] <= tol["weight"], where
 
 
 # ------------------------------------------------------- two worker processes (localhost)
