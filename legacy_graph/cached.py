@@ -138,12 +138,12 @@ class RolloutRecording:
                  cached.apply_ph]
         self.handle = agent.session.partial_run_setup(
             [*cached.step_params, *cached.final_fetches, cached.train_op], feeds)
+        self.step = partial_step(agent.session, self.handle)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         t = self.steps.count
         obs = self.steps.add(obs)
-        return self.cached.agent.session.partial_run(
-            self.handle, self.cached.step_params[t], {self.cached.obs_phs[t]: obs})
+        return self.step(self.cached.obs_phs[t], self.cached.step_params[t], obs)
 
     def finish(self, inputs: TrainInputs, apply: bool) -> list:
         """Feed the update's inputs and end the run: ``[loss, grad_norm, entropy, applied,
@@ -157,13 +157,34 @@ class RolloutRecording:
     def discard(self) -> None:
         """End an unfinished run without applying anything, so the session frees its state."""
         c, spec = self.cached, self.cached.agent.spec
-        session = c.agent.session
         for t in range(self.steps.count, c.num_steps):
-            session.partial_run(self.handle, c.step_params[t], {
-                c.obs_phs[t]: np.zeros((c.num_envs, *spec.obs_shape), spec.np_dtype)})
+            self.step(c.obs_phs[t], c.step_params[t],
+                      np.zeros((c.num_envs, *spec.obs_shape), spec.np_dtype))
         b = c.num_steps * c.num_envs
         actions = (np.zeros(b, np.int64) if spec.is_discrete
                    else np.zeros((b, spec.action_size), spec.np_dtype))
         zeros = np.zeros(b, spec.np_dtype)
         self.finish(TrainInputs(obs=None, actions=actions, returns=zeros, advantages=zeros,
                                 weights=zeros), apply=False)
+
+
+def partial_step(session: tf1.Session, handle: str):
+    """``step(placeholder, fetch, value) -> array``: one ``partial_run`` of the open run
+    ``handle`` that feeds one array and fetches one tensor.
+
+    ``Session.partial_run`` parses its feeds and fetches on every call (there is no
+    ``make_callable`` for partial runs), ~4x the cost of the step's arithmetic here; this
+    calls what it ends in (``TF_SessionPRun_wrapper``) directly, as
+    ``eager/policy_call.py`` does for the eager twin, and falls back to the public call on
+    a TensorFlow without it. ``value`` must already have the placeholder's dtype and shape.
+    """
+    try:
+        from tensorflow.python.client import pywrap_tf_session
+        run, raw = pywrap_tf_session.TF_SessionPRun_wrapper, session._session  # noqa: SLF001
+    except (ImportError, AttributeError):
+        return lambda ph, fetch, value: session.partial_run(handle, fetch, {ph: value})
+
+    def step(ph: tf.Tensor, fetch: tf.Tensor, value: np.ndarray) -> np.ndarray:
+        (out,) = run(raw, handle, {ph._as_tf_output(): value}, [fetch._as_tf_output()])  # noqa: SLF001
+        return out
+    return step
