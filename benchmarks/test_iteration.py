@@ -1,0 +1,51 @@
+"""Group 5, a whole iteration, reported as env-steps per second: CartPole-v1, N = 64, T = 32.
+
+``rollout``: ``pgcommon.rollout.collect`` of T x N env steps (policy calls, numpy sampling,
+the vector env, bookkeeping). ``iteration``: that rollout plus ``agent.update`` on it, as
+``pgcommon.loop.iterate_training`` runs them. Each round continues the previous rollout (the
+envs are not reset between rounds), as training does. ``extra_info['env_steps']`` is T x N, so
+env-steps/s = env_steps / time.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.conftest import agent_for, eager_mode, label
+from pgcommon import policy_inputs
+from pgcommon.envs import make_vec_env
+from pgcommon.rollout import collect
+from pgtwin.twin_parity import POLICY_KINDS
+
+KIND = "categorical_mlp"
+ENV_ID, NUM_ENVS, NUM_STEPS = POLICY_KINDS[KIND].env_id, 64, 32
+
+
+def rollout_policy(agent, variant: str):
+    """The policy the rollout calls; for ``eager``, the tf.function's body op by op."""
+    if variant == "eager":
+        return lambda obs: agent._dist_params_fn(policy_inputs.as_obs(agent.spec, obs)).numpy()
+    return agent.rollout_policy()
+
+
+@pytest.mark.parametrize("with_update", [False, True], ids=["rollout", "iteration"])
+def test_iteration(benchmark, variant, with_update):
+    envs = make_vec_env(ENV_ID, NUM_ENVS, seed=0)
+    agent = agent_for(variant, KIND)
+    rng = np.random.default_rng(0)
+    carry = {"state": None}
+
+    def iteration():
+        batch, carry["state"] = collect(envs, rollout_policy(agent, variant), agent.spec,
+                                        NUM_STEPS, rng, carry["state"])
+        return agent.update(batch) if with_update else batch
+
+    what = "iteration (collect + update)" if with_update else "rollout (collect)"
+    benchmark.group = f"{what}: {ENV_ID}, N={NUM_ENVS}, T={NUM_STEPS}"
+    label(benchmark, variant, env_steps=NUM_ENVS * NUM_STEPS)
+    with eager_mode(variant):
+        iteration()  # warm-up: resets the envs, traces the update
+        result = benchmark(iteration)
+    if with_update:
+        assert result["applied"], result
+    envs.close()

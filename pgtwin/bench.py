@@ -1,0 +1,251 @@
+"""``pgtwin bench``'s engine: run the ``benchmarks/`` suites, then tabulate their medians.
+
+The figures are pytest-benchmark's own: the suites run under ``pytest --benchmark-enable
+--benchmark-json FILE`` in a child process (so the run starts from a fresh TensorFlow,
+with nothing global left set), and this module only reads that file back. Each group gets a
+table of median times and their ratio to the group's reference: the TF1 Session twin
+(``extra_info['variant'] == 'graph'``, or ``impl == 'graph'``), else the group's first entry.
+A figure that records ``env_steps`` (the iteration group) also gets env-steps per second.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import textwrap
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from typing import Any
+
+QUICK_OPTIONS = ("--benchmark-min-rounds=3", "--benchmark-max-time=0.1",
+                 "--benchmark-warmup=off")
+"""A few rounds per figure: every suite in well under two minutes, figures rougher."""
+FULL_OPTIONS = ("--benchmark-min-rounds=10", "--benchmark-max-time=1.0",
+                "--benchmark-warmup=on", "--benchmark-warmup-iterations=3")
+"""At least ten rounds and about a second per figure."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One benchmark's median, placed in its group."""
+
+    group: str
+    name: str
+    """The variant's label (or the test's name when it records none)."""
+    test: str
+    """pytest's name of the benchmark, e.g. ``test_update[graph-categorical_mlp-2048]``."""
+    median_s: float
+    min_s: float
+    iqr_s: float
+    rounds: int
+    ratio: float
+    """``median_s`` over the reference's median (1.00 for the reference itself)."""
+    reference: str
+    """The name of the group's reference."""
+    env_steps_per_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def repo_root() -> str:
+    """The source tree holding ``benchmarks/`` (the package is installed editable)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def benchmarks_dir() -> str:
+    """``<repo>/benchmarks``; ``FileNotFoundError`` naming the path if it is missing."""
+    path = os.path.join(repo_root(), "benchmarks")
+    if not os.path.isdir(path):
+        raise FileNotFoundError(
+            f"pgtwin bench runs the suites in the source tree's benchmarks/ folder, which is "
+            f"not at {path} (is pgtwin installed from a source checkout, pip install -e .?)")
+    return path
+
+
+def pytest_command(json_path: str, quick: bool, keyword: str | None = None,
+                   paths: list[str] | None = None) -> list[str]:
+    """The child ``pytest`` command line that writes pytest-benchmark's JSON to ``json_path``."""
+    cmd = [sys.executable, "-m", "pytest", *(paths or [benchmarks_dir()]), "-q",
+           "-p", "no:cacheprovider", "--benchmark-enable", f"--benchmark-json={json_path}",
+           "--benchmark-columns=median,iqr,rounds", "--benchmark-sort=name",
+           *(QUICK_OPTIONS if quick else FULL_OPTIONS)]
+    if keyword:
+        cmd += ["-k", keyword]
+    return cmd
+
+
+def run_suites(quick: bool, keyword: str | None = None, paths: list[str] | None = None,
+               echo=None) -> dict[str, Any]:
+    """Run the suites in a child pytest and return pytest-benchmark's JSON document.
+
+    Raises ``RuntimeError`` with pytest's output tail if a benchmark fails (a failing body
+    is a bug, not a slow figure) or if nothing was measured.
+    """
+    with tempfile.TemporaryDirectory(prefix="pgtwin-bench-") as tmp:
+        json_path = os.path.join(tmp, "benchmarks.json")
+        cmd = pytest_command(json_path, quick, keyword, paths)
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+        proc = subprocess.run(cmd, cwd=repo_root(), env=env, capture_output=True, text=True)
+        if echo is not None:
+            echo(proc.stdout)
+        if proc.returncode == 5:  # pytest: no test collected or all deselected
+            raise RuntimeError(f"no benchmark matched (pytest -k {keyword!r})")
+        if proc.returncode != 0 or not os.path.exists(json_path):
+            tail = (proc.stdout + proc.stderr)[-4000:]
+            raise RuntimeError(f"benchmark run failed (pytest exit {proc.returncode}):\n{tail}")
+        with open(json_path) as f:
+            doc = json.load(f)
+    if not doc.get("benchmarks"):
+        raise RuntimeError(f"no benchmark matched (pytest -k {keyword!r})")
+    return doc
+
+
+def _is_reference(bench: dict[str, Any]) -> bool:
+    info = bench.get("extra_info", {})
+    return info.get("variant") == "graph" or (
+        "variant" not in info and info.get("impl") == "graph")
+
+
+def figures(doc: dict[str, Any]) -> list[Figure]:
+    """Every benchmark of a pytest-benchmark JSON document as a :class:`Figure`, grouped in
+    the order the groups first ran, the reference first within each group."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for bench in doc["benchmarks"]:
+        groups.setdefault(bench.get("group") or bench["name"], []).append(bench)
+    out: list[Figure] = []
+    for group, benches in groups.items():
+        refs = [b for b in benches if _is_reference(b)]
+        ref = refs[0] if len(refs) == 1 else benches[0]
+        ordered = [ref] + [b for b in benches if b is not ref]
+        ref_median = ref["stats"]["median"]
+        for bench in ordered:
+            stats, info = bench["stats"], dict(bench.get("extra_info", {}))
+            steps = info.get("env_steps")
+            out.append(Figure(
+                group=group, name=_name(bench), test=bench["name"], median_s=stats["median"],
+                min_s=stats["min"], iqr_s=stats["iqr"], rounds=stats["rounds"],
+                ratio=stats["median"] / ref_median, reference=_name(ref),
+                env_steps_per_s=steps / stats["median"] if steps else None, extra=info))
+    return out
+
+
+def _name(bench: dict[str, Any]) -> str:
+    return bench.get("extra_info", {}).get("label") or bench["name"]
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, cores, load and the versions that matter, without importing TensorFlow."""
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        "python": platform.python_version(),
+        "tensorflow": _version("tensorflow-cpu", "tensorflow"),
+        "numpy": _version("numpy"),
+        "gymnasium": _version("gymnasium"),
+        "pytest-benchmark": _version("pytest-benchmark"),
+        "platform": platform.platform(),
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _version(*dists: str) -> str | None:
+    for dist in dists:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def format_seconds(seconds: float) -> str:
+    """``1.23 ms``-style: three significant digits in s, ms or us."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale or unit == "us":
+            return f"{seconds / scale:.3g} {unit}"
+    raise AssertionError("unreachable")
+
+
+def machine_line(machine: dict[str, Any]) -> str:
+    """One line saying where the figures were taken."""
+    load = machine.get("load_average")
+    load_text = f", load {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f} (1/5/15 min)" if load else ""
+    return (f"{machine['cpu']}, {machine['cores']} cores{load_text}; TensorFlow "
+            f"{machine['tensorflow']}, numpy {machine['numpy']}, Python {machine['python']}")
+
+
+def tables(figs: list[Figure], markdown: bool = False) -> str:
+    """One table per group: name, median, ratio to the reference (and env-steps/s)."""
+    blocks = []
+    for group in dict.fromkeys(f.group for f in figs):
+        rows = [f for f in figs if f.group == group]
+        steps = any(f.env_steps_per_s for f in rows)
+        header = ["variant", "median", f"ratio to {rows[0].name}"] + (["env-steps/s"] if steps else [])
+        body = [[f.name, format_seconds(f.median_s), f"{f.ratio:.2f}"]
+                + ([f"{f.env_steps_per_s:,.0f}" if f.env_steps_per_s else ""] if steps else [])
+                for f in rows]
+        blocks.append(_markdown(group, header, body) if markdown else _text(group, header, body))
+    return "\n\n".join(blocks)
+
+
+def _text(title: str, header: list[str], body: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    line = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
+                               for i, (c, w) in enumerate(zip(r, widths)))
+    return "\n".join([title, line(header), "  ".join("-" * w for w in widths),
+                      *(line(r) for r in body)])
+
+
+def _markdown(title: str, header: list[str], body: list[list[str]]) -> str:
+    rows = [header, ["---"] + ["---:"] * (len(header) - 1), *body]
+    return "\n".join([f"**{title}**", "", *("| " + " | ".join(r) + " |" for r in rows)])
+
+
+def report(figs: list[Figure], machine: dict[str, Any], command: str) -> dict[str, Any]:
+    """The ``--json`` document: every figure with its group and name, the machine, the command."""
+    return {"command": command, "machine": machine, "figures": [asdict(f) for f in figs]}
+
+
+def plot(figs: list[Figure], path: str, title: str = "") -> None:
+    """Horizontal bars of every figure's ratio to its group's reference (1.00 marked)."""
+    import matplotlib
+    import matplotlib.ticker
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(f.name for f in figs))
+    colors = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
+    groups = list(dict.fromkeys(f.group for f in figs))
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(figs) + 0.5 * len(groups) + 1.5))
+    y, ticks, labels = 0.0, [], []
+    for group in groups:
+        for f in [f for f in figs if f.group == group]:
+            ax.barh(y, f.ratio, color=colors[f.name], height=0.8)
+            ax.text(f.ratio, y, f" {f.ratio:.2f}", va="center", fontsize=7)
+            ticks.append(y)
+            labels.append(f"{group}: {f.name}")
+            y -= 1
+        y -= 0.6
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlim(right=max(f.ratio for f in figs) * 1.5)  # room for the value labels
+    ax.set_yticks(ticks, labels, fontsize=7)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("median time / reference's median (TF1 Session twin = 1.00; log scale)")
+    ax.set_title(textwrap.fill(title or "pgtwin bench", 90), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,127 @@
+"""``pgtwin bench``: ratios, tables and files from pytest-benchmark's JSON, and one real run.
+
+The table logic is checked on a hand-written pytest-benchmark document whose ratios are
+worked out by hand; the end-to-end test runs two real benchmarks (quick mode) through the
+child pytest and checks the files it writes. No timing is asserted anywhere.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from pgtwin import bench
+from pgtwin.cli import main
+
+
+def _bench(group, name, median, info, **stats):
+    return {"group": group, "name": name, "extra_info": info,
+            "stats": {"median": median, "min": stats.get("min", median * 0.9),
+                      "iqr": stats.get("iqr", 0.0), "rounds": stats.get("rounds", 5)}}
+
+
+# Group "update": graph 2.0 ms, eager 6.0 ms, function 2.2 ms -> ratios 1, 3, 1.1.
+# Group "rollout": function listed before graph; graph 10 ms for 2048 env steps
+#   -> 204,800 env-steps/s; function 8 ms -> ratio 0.8 and 256,000 env-steps/s.
+# Group "paths": no graph variant, two entries of impl "eager" -> the first is the reference;
+#   cached 30 ms / recompute 20 ms = 1.5.
+DOC = {"benchmarks": [
+    _bench("update", "test_update[graph]", 2.0e-3, {"variant": "graph", "label": "TF1"}),
+    _bench("update", "test_update[eager]", 6.0e-3, {"variant": "eager", "label": "eager"}),
+    _bench("update", "test_update[function]", 2.2e-3, {"variant": "function", "label": "fn"}),
+    _bench("rollout", "test_it[function]", 8.0e-3,
+           {"variant": "function", "label": "fn", "env_steps": 2048}),
+    _bench("rollout", "test_it[graph]", 10.0e-3,
+           {"variant": "graph", "label": "TF1", "env_steps": 2048}),
+    _bench("paths", "test_paths[recompute]", 20e-3, {"impl": "eager", "update_path": "recompute"}),
+    _bench("paths", "test_paths[cached]", 30e-3, {"impl": "eager", "update_path": "cached"}),
+]}
+
+
+def test_figures_ratios_against_the_graph_twin_by_hand():
+    figs = {(f.group, f.name): f for f in bench.figures(DOC)}
+    assert figs["update", "TF1"].ratio == 1.0
+    assert figs["update", "eager"].ratio == pytest.approx(3.0)
+    assert figs["update", "fn"].ratio == pytest.approx(1.1)
+    assert figs["rollout", "TF1"].ratio == 1.0
+    assert figs["rollout", "fn"].ratio == pytest.approx(0.8)
+    assert figs["rollout", "TF1"].env_steps_per_s == pytest.approx(204_800)
+    assert figs["rollout", "fn"].env_steps_per_s == pytest.approx(256_000)
+    assert figs["update", "fn"].env_steps_per_s is None
+    assert figs["paths", "test_paths[recompute]"].ratio == 1.0
+    assert figs["paths", "test_paths[cached]"].ratio == pytest.approx(1.5)
+    assert {f.reference for f in figs.values() if f.group != "paths"} == {"TF1"}
+
+
+def test_figures_keep_group_order_and_put_the_reference_first():
+    names = [(f.group, f.name) for f in bench.figures(DOC)]
+    assert names[:5] == [("update", "TF1"), ("update", "eager"), ("update", "fn"),
+                         ("rollout", "TF1"), ("rollout", "fn")]
+
+
+def test_tables_text_and_markdown():
+    figs = bench.figures(DOC)
+    text = bench.tables(figs)
+    assert text.splitlines()[0] == "update"
+    assert "ratio to TF1" in text and "env-steps/s" in text
+    row = next(line for line in text.splitlines() if line.startswith("eager "))
+    assert row.split()[-3:] == ["6", "ms", "3.00"]
+    assert "204,800" in text and "256,000" in text
+    md = bench.tables(figs, markdown=True)
+    assert "**update**" in md and "| TF1 | 2 ms | 1.00 |" in md
+    assert "| fn | 8 ms | 0.80 | 256,000 |" in md
+
+
+@pytest.mark.parametrize("seconds,text", [(2.5, "2.5 s"), (1.234e-3, "1.23 ms"),
+                                          (9.26e-5, "92.6 us"), (1.0, "1 s")])
+def test_format_seconds(seconds, text):
+    assert bench.format_seconds(seconds) == text
+
+
+def test_machine_info_names_cpu_cores_and_versions():
+    info = bench.machine_info()
+    assert info["cores"] == os.cpu_count()
+    assert info["numpy"] == np.__version__
+    assert info["cpu"]
+    line = bench.machine_line(info)
+    assert f"{os.cpu_count()} cores" in line and f"numpy {np.__version__}" in line
+
+
+def test_plot_rejects_a_file_that_is_not_png(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--quick", "--plot", "ratios.svg"])
+    assert exit_info.value.code == 2
+    assert "--plot: expected a .png file name, got 'ratios.svg'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_bench_end_to_end_quick(tmp_path, capsys):
+    out_json, out_png, out_md = (str(tmp_path / n) for n in ("b.json", "b.png", "b.md"))
+    code = main(["bench", "--quick", "-k", "test_policy_step and (graph-1 or function-1)",
+                 "--json", out_json, "--plot", out_png, "--markdown", out_md])
+    stdout = capsys.readouterr().out
+    assert code == 0
+    with open(out_json) as f:
+        doc = json.load(f)
+    figs = doc["figures"]
+    assert {f["group"] for f in figs} == {"policy step: 1 obs (CartPole-v1)"}
+    by_variant = {f["extra"]["variant"]: f for f in figs}
+    assert set(by_variant) == {"graph", "function"}
+    assert by_variant["graph"]["ratio"] == 1.0
+    assert by_variant["function"]["ratio"] == pytest.approx(
+        by_variant["function"]["median_s"] / by_variant["graph"]["median_s"])
+    assert doc["command"].startswith("pgtwin bench --quick -k ")
+    assert doc["machine"]["cores"] == os.cpu_count()
+    assert "policy step: 1 obs (CartPole-v1)" in stdout and "cores" in stdout
+    with open(out_png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    with open(out_md) as f:
+        assert "| TF1 Session (legacy_graph) |" in f.read()
+
+
+@pytest.mark.slow
+def test_bench_without_a_match_fails_with_a_message(capsys):
+    assert main(["bench", "--quick", "-k", "no_such_benchmark_xyz"]) == 1
+    assert "no benchmark matched (pytest -k 'no_such_benchmark_xyz')" in capsys.readouterr().err
