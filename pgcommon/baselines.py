@@ -90,6 +90,13 @@ class Segments:
         index = np.where(self.complete, np.cumsum(self.complete) - 1, -1)
         return np.where(self.ids >= 0, index[np.maximum(self.ids, 0)], -1)
 
+    def episode_order(self) -> np.ndarray:
+        """int64 ``[M]``: the flat indices of the complete episodes' steps, episode after
+        episode, each in time order (the row order the episodic formulas expect)."""
+        episode = self.episode_ids()
+        used = np.flatnonzero(episode >= 0)
+        return used[np.lexsort((self.time[used], episode[used]))]
+
 
 def segments(batch: Batch, gamma: float) -> Segments:
     """Cut ``batch`` into segments and mark the complete episodes (see the module doc).
@@ -166,16 +173,49 @@ def optimal_scalar_baseline(sq_norms: np.ndarray, returns: np.ndarray,
     return float(np.sum(w * n * r) / den) if den > 0 else float(np.sum(w * r) / np.sum(w))
 
 
-def episode_scores(grads: Grads, episode: np.ndarray, num_episodes: int) -> Grads:
-    """``{name: [E, *shape]}``: ``g_e = sum_{i in e} g_i`` (segment sums of per-sample grads).
+def flatten(grads: Grads) -> np.ndarray:
+    """float64 ``[M, P]``: every weight's per-sample gradient side by side (dict order)."""
+    return np.concatenate([g.reshape(g.shape[0], -1) for g in grads.values()], axis=1,
+                          dtype=np.float64)
+
+
+def unflatten(values: np.ndarray, like: Grads) -> Grads:
+    """Split the last axis of ``values [..., P]`` back into ``like``'s weights and shapes."""
+    out, start = {}, 0
+    for name, g in like.items():
+        size = int(np.prod(g.shape[1:], dtype=np.int64))
+        out[name] = values[..., start:start + size].reshape(*values.shape[:-1], *g.shape[1:])
+        start += size
+    return out
+
+
+def _cumsum_rows(x: np.ndarray) -> np.ndarray:
+    """``np.cumsum(x, axis=0)`` for a C-ordered ``[R, P]``, a row at a time.
+
+    numpy's axis-0 accumulate walks memory column by column and is ~10x slower on the
+    ``[M, P]`` matrices here than R contiguous row additions.
+    """
+    out = np.empty_like(x)
+    out[0] = x[0]
+    for r in range(1, x.shape[0]):
+        np.add(out[r - 1], x[r], out=out[r])
+    return out
+
+
+def _blocks(lengths: np.ndarray) -> list[slice]:
+    """The rows of each episode when rows are episode after episode (``Segments.episode_order``)."""
+    ends = np.cumsum(lengths)
+    return [slice(int(e - n), int(e)) for e, n in zip(ends, lengths)]
+
+
+def episode_scores(grads: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``[E, P]``: ``g_e = sum_{t in e} g_t``, the per-episode scores.
 
     Args:
-      grads: ``{name: [M, *shape]}`` per-sample gradients.
-      episode: int ``[M]`` in ``[0, E)``: the episode of each sample.
+      grads: float ``[M, P]`` per-sample gradients, rows episode after episode
+        (``Segments.episode_order``); lengths: int ``[E]``, T_e, summing to M.
     """
-    onehot = (np.arange(num_episodes)[:, None] == np.asarray(episode)[None, :]).astype(np.float64)
-    return {name: (onehot @ g.reshape(g.shape[0], -1).astype(np.float64)).reshape(
-        num_episodes, *g.shape[1:]) for name, g in grads.items()}
+    return np.stack([grads[block].sum(axis=0, dtype=np.float64) for block in _blocks(lengths)])
 
 
 def _ratio_or(num: np.ndarray, den: np.ndarray, fallback: np.ndarray) -> np.ndarray:
@@ -184,32 +224,25 @@ def _ratio_or(num: np.ndarray, den: np.ndarray, fallback: np.ndarray) -> np.ndar
     return np.where(den > 0, num / safe, np.broadcast_to(fallback, num.shape))
 
 
-def per_param_ascent(scores: Grads, returns: np.ndarray, num_steps: int) -> tuple[Grads, Grads]:
+def per_param_ascent(scores: np.ndarray, returns: np.ndarray,
+                     num_steps: int) -> tuple[np.ndarray, np.ndarray]:
     """Episodic REINFORCE with a baseline per parameter element (Peters & Schaal 2008).
 
     Args:
-      scores: ``{name: [E, *shape]}``, g_e per complete episode.
-      returns: float ``[E]``, R_e.
+      scores: float ``[E, P]``, g_e per complete episode; returns: float ``[E]``, R_e.
       num_steps: ``sum_e T_e`` (the ascent is a mean per step, see the module doc).
 
     Returns:
-      ``(ascent, baselines)``: ``sum_e g_e (R_e - b) / num_steps`` and ``b`` per name (shape
-      of the weight), ``b_h = sum_e g_eh^2 R_e / sum_e g_eh^2`` or ``mean_e R_e`` where the
-      denominator is 0.
+      ``(ascent [P], b [P])``: ``sum_e g_e (R_e - b) / num_steps`` with
+      ``b_h = sum_e g_eh^2 R_e / sum_e g_eh^2``, or ``mean_e R_e`` where that denominator is 0.
     """
-    r = np.asarray(returns, np.float64)
-    ascent, baselines = {}, {}
-    for name, g in scores.items():
-        g = g.astype(np.float64)
-        r_e = r.reshape(-1, *[1] * (g.ndim - 1))
-        b = _ratio_or(np.sum(g * g * r_e, axis=0), np.sum(g * g, axis=0), r.mean())
-        ascent[name] = np.sum(g * (r_e - b), axis=0) / num_steps
-        baselines[name] = b
-    return ascent, baselines
+    g, r = np.asarray(scores, np.float64), np.asarray(returns, np.float64)[:, None]
+    b = _ratio_or(np.sum(g * g * r, axis=0), np.sum(g * g, axis=0), r.mean())
+    return np.sum(g * (r - b), axis=0) / num_steps, b
 
 
-def time_ascent(grads: Grads, episode: np.ndarray, time: np.ndarray, lengths: np.ndarray,
-                discounted_rewards: np.ndarray, num_steps: int) -> tuple[Grads, Grads]:
+def time_ascent(grads: np.ndarray, lengths: np.ndarray, discounted_rewards: np.ndarray,
+                num_steps: int) -> tuple[np.ndarray, np.ndarray]:
     """GPOMDP with a time-dependent baseline per parameter element (Peters & Schaal 2008).
 
     Episodes shorter than ``H = max(lengths)`` are continued with r = 0 and a frozen
@@ -219,40 +252,38 @@ def time_ascent(grads: Grads, episode: np.ndarray, time: np.ndarray, lengths: np
         ascent = sum_e sum_{l<H} psi_el (a_l r_el - b_l) / num_steps
 
     Args:
-      grads: ``{name: [M, *shape]}`` per-sample gradients of the complete episodes' steps.
-      episode: int ``[M]``, the episode (0..E-1) of each; time: int ``[M]``, its step l.
-      lengths: int ``[E]``, T_e; discounted_rewards: float ``[M]``, ``a_l r_l``.
+      grads: float ``[M, P]`` per-sample gradients, rows episode after episode, each in
+        time order (``Segments.episode_order``); lengths: int ``[E]``, T_e.
+      discounted_rewards: float ``[M]``, ``a_l r_l`` in the same row order.
 
     Returns:
-      ``(ascent, baselines)``; the baselines per name have shape ``[H, *shape]``.
+      ``(ascent [P], b [H, P])``.
     """
-    episode, time = np.asarray(episode), np.asarray(time)
     lengths = np.asarray(lengths, np.int64)
-    horizon, num_episodes = int(lengths.max()), lengths.size
-    order = np.lexsort((time, episode))  # episode by episode, each in time order
-    spans = [slice(s, s + n) for s, n in zip(np.cumsum(lengths) - lengths, lengths)]
-    ar = np.asarray(discounted_rewards, np.float64)[order]
-    mean_ar = np.zeros(horizon)
-    for span, n in zip(spans, lengths):
-        mean_ar[:n] += ar[span] / num_episodes
-    ascent, baselines = {}, {}
-    for name, g in grads.items():
-        flat = g[order].reshape(g.shape[0], -1).astype(np.float64)
-        psi = [np.cumsum(flat[span], axis=0) for span in spans]
-        num = np.zeros((horizon, flat.shape[1]))
-        den = np.zeros_like(num)
-        for psi_e, span, n in zip(psi, spans, lengths):
-            num[:n] += psi_e ** 2 * ar[span, None]
-            den[:n] += psi_e ** 2
-            den[n:] += psi_e[-1] ** 2  # ended: psi frozen at its last value, r = 0
-        b = _ratio_or(num, den, mean_ar[:, None])
-        total = np.zeros(flat.shape[1])
-        for psi_e, span, n in zip(psi, spans, lengths):
-            total += np.sum(psi_e * (ar[span, None] - b[:n]), axis=0)
-            total -= psi_e[-1] * np.sum(b[n:], axis=0)
-        ascent[name] = (total / num_steps).reshape(g.shape[1:])
-        baselines[name] = b.reshape(horizon, *g.shape[1:])
-    return ascent, baselines
+    horizon, num_episodes, width = int(lengths.max()), lengths.size, grads.shape[1]
+    ar = np.asarray(discounted_rewards, np.float64)
+    psi = np.empty(grads.shape)
+    num, den = np.zeros((horizon, width)), np.zeros((horizon, width))
+    frozen = np.zeros((horizon + 1, width))  # frozen[T_e] += psi_end^2 of episode e
+    mean_ar = np.zeros((horizon, 1))
+    for block, n in zip(_blocks(lengths), lengths):
+        psi[block] = _cumsum_rows(np.asarray(grads[block], np.float64))
+        sq = psi[block] ** 2
+        num[:n] += sq * ar[block, None]
+        den[:n] += sq
+        frozen[n] += sq[-1]
+        mean_ar[:n, 0] += ar[block] / num_episodes
+    # An episode that ended (T_e <= l) keeps psi_end and r = 0: it adds psi_end^2 to every
+    # denominator from l = T_e on ...
+    den += _cumsum_rows(frozen)[:horizon]
+    b = _ratio_or(num, den, mean_ar)
+    # ... and meets b_l for l = T_e .. H-1 in the ascent: a suffix sum of b.
+    b_from = np.concatenate([_cumsum_rows(b[::-1])[::-1], np.zeros((1, width))])
+    total = np.zeros(width)
+    for block, n in zip(_blocks(lengths), lengths):
+        total += np.sum(psi[block] * (ar[block, None] - b[:n]), axis=0)
+        total -= psi[block.stop - 1] * b_from[n]
+    return total / num_steps, b
 
 
 # ----------------------------------------------------------------------------- estimate
@@ -304,31 +335,31 @@ def episodic_estimate(batch: Batch, config, spec,
             f"its {segs.lengths.size} segments (T={batch.num_steps}, N={batch.num_envs}) both "
             "starts and ends in it: raise ReinforceConfig.num_steps above the episode length")
     scale = returns_scale(batch, config.gamma) if config.normalize_returns else 1.0
-    episode = segs.episode_ids()
-    used = np.flatnonzero(episode >= 0)
+    used = segs.episode_order()
+    episode = segs.episode_ids()[used]
     lengths = segs.lengths[segs.complete]
     num_steps = int(lengths.sum())
     returns = segs.returns[segs.complete] / scale
-    grads = per_sample_gradients(inputs.obs[used], inputs.actions[used])
+    per_sample = per_sample_gradients(inputs.obs[used], inputs.actions[used])
+    grads = flatten(per_sample)
     ascent = None
     if config.baseline == "optimal_time":
-        ascent, b = time_ascent(grads, episode[used], segs.time[used], lengths,
-                                segs.discounted_rewards[used] / scale, num_steps)
+        ascent, b = time_ascent(grads, lengths, segs.discounted_rewards[used] / scale, num_steps)
     else:
-        scores = episode_scores(grads, episode[used], segs.num_episodes)
+        scores = episode_scores(grads, lengths)
         if config.baseline == "optimal_scalar_episodic":
-            sq_norms = sum(np.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in scores.values())
-            b = {"b*": np.float64(optimal_scalar_baseline(sq_norms, returns))}
+            b = np.float64(optimal_scalar_baseline(np.sum(scores ** 2, axis=1), returns))
         else:
             ascent, b = per_param_ascent(scores, returns, num_steps)
-    baseline = float(np.mean(np.concatenate([np.ravel(v) for v in b.values()])))
+    baseline = float(np.mean(b))
     centre = baseline if ascent is None else returns.mean()
     advantages = np.zeros(inputs.batch_size)
-    advantages[used] = returns[episode[used]] - centre
+    advantages[used] = returns[episode] - centre
     weights = np.zeros(inputs.batch_size)
     weights[used] = 1.0 / num_steps
     dtype = inputs.weights.dtype
     return EpisodicEstimate(
         inputs=dataclasses.replace(inputs, advantages=advantages.astype(dtype),
                                    weights=weights.astype(dtype)),
-        ascent=ascent, baseline=baseline, num_episodes=segs.num_episodes)
+        ascent=None if ascent is None else unflatten(ascent, per_sample),
+        baseline=baseline, num_episodes=segs.num_episodes)
