@@ -18,6 +18,7 @@ Run as a module for one worker of a multi-worker job (see docs/scaling.md)::
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -261,6 +262,46 @@ def train_distributed(
         for env in envs:
             env.close()
     return result
+
+
+def run_train_command(args, parser, settings, resume: bool) -> int:
+    """``pgtwin train --strategy mirrored|multi-worker``: the eager twin under ``tf.distribute``.
+
+    Takes the env, hyperparameters, seed, torso and env-step budget from ``settings`` (a
+    ``pgtwin.training_run.RunSettings``, already resolved from the arguments and per-env
+    defaults); ``config.num_envs`` is per replica. Trains for the budget (rounded up to whole
+    updates of the global batch) and prints a summary, JSON with ``--json``. Checkpoints,
+    ``--resume``, TensorBoard and threshold stopping are the single-process ``train``'s;
+    they are refused or not written here.
+    """
+    if not getattr(args, "strategy", None):
+        parser.error("--cpu-replicas needs --strategy mirrored or multi-worker")
+    if resume:
+        parser.error("--resume is not supported with --strategy (no distributed checkpoints)")
+    if settings.impl != "eager":
+        parser.error(f"--strategy needs --impl eager (tf.distribute trains the eager twin), "
+                     f"got --impl {settings.impl}")
+    if settings.env_module:
+        importlib.import_module(settings.env_module)
+    try:
+        strategy = make_strategy(args.strategy, cpu_replicas=getattr(args, "cpu_replicas", None))
+        global_batch = strategy.num_replicas_in_sync * settings.config.batch_size
+        updates = -(-settings.total_steps // global_batch)
+        result = train_distributed(
+            settings.env_id, strategy, updates, seed=settings.seed, config=settings.config,
+            torso=settings.torso, hidden=settings.hidden, history=settings.history)
+    except ValueError as err:
+        parser.error(str(err))
+    summary = {"env": settings.env_id, "impl": "eager", "strategy": args.strategy,
+               "seed": settings.seed, "env_steps": updates * global_batch, **result.summary()}
+    if getattr(args, "json", False):
+        print(json.dumps(summary))
+    else:
+        print(f"{settings.env_id} (eager, {args.strategy}, {result.num_replicas} replicas, "
+              f"seed {settings.seed}): {result.updates} updates, {summary['env_steps']} env "
+              f"steps in {result.wall_s:.1f} s; recent mean return (this worker) "
+              f"{summary['recent_mean_return']}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

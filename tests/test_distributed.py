@@ -34,9 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Cases of the two-device parity run: SGD shows a gradient counted twice (Adam would hide a
 # constant factor); unequal valid counts per replica show a per-replica normalisation or
-# mean; clipping needs the global norm.
+# mean; clipping needs the global norm. (optimal_scalar: see _optimal_scalar_case.)
 PARITY_CASES = {
-    "sgd": dict(optimizer="sgd"),
     "adam-mean-clip": dict(optimizer="adam", baseline="mean", max_grad_norm=0.05),
     "sgd-raw-mean-entropy": dict(optimizer="sgd", normalize_returns=False, baseline="mean",
                                  entropy_coef=0.01),
@@ -335,7 +334,7 @@ def test_two_logical_devices_equal_one_device_on_the_concatenated_batch():
             unequal_valid += row["valid_per_replica"][0] != row["valid_per_replica"][1]
     # Replicas holding different numbers of valid steps is what tells a global mean from a
     # mean of per-replica means; the run must contain such updates to be a test of it.
-    assert unequal_valid >= 3
+    assert unequal_valid >= 2
 
 
 def _check_optimal_scalar(row: dict, tol: dict, dtype: str) -> None:

@@ -144,6 +144,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="write TensorBoard scalars under LOGDIR/tb (default on)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON summary as the last line of stdout")
+    p.add_argument("--strategy", choices=("mirrored", "multi-worker"), default=None,
+                   help="train the eager twin under tf.distribute (see docs/scaling.md)")
+    p.add_argument("--cpu-replicas", type=positive_int, default=None,
+                   help="with --strategy: split this process's CPU into N devices, a replica each")
     p.set_defaults(run=run, command_parser=p)
     return p
 
@@ -253,6 +257,9 @@ def run(args, parser) -> int:
 
     parser = getattr(args, "command_parser", parser)
     settings, resume = settings_from_args(args, parser)
+    if getattr(args, "strategy", None) or getattr(args, "cpu_replicas", None):
+        from pgtwin.distributed_training import run_train_command
+        return run_train_command(args, parser, settings, resume)
     try:
         result = train(settings, resume=resume)
     except TrainingError as err:
