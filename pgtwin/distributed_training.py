@@ -56,6 +56,8 @@ def make_strategy(name: str, cpu_replicas: int | None = None, devices: Sequence[
     if cpu_replicas is not None and (isinstance(cpu_replicas, bool)
                                      or int(cpu_replicas) != cpu_replicas or cpu_replicas < 1):
         raise ValueError(f"cpu_replicas must be an integer >= 1, got {cpu_replicas!r}")
+    if name == "multi-worker":
+        check_tf_config(os.environ.get("TF_CONFIG"))
     import tensorflow as tf
 
     if cpu_replicas is not None:
@@ -72,7 +74,6 @@ def make_strategy(name: str, cpu_replicas: int | None = None, devices: Sequence[
             devices = [f"/cpu:{i}" for i in range(int(cpu_replicas))]
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices)
-    check_tf_config(os.environ.get("TF_CONFIG"))
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 

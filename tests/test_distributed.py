@@ -137,6 +137,22 @@ def test_strategy_and_tf_config_errors():
         make_strategy("mirrored", cpu_replicas=0)
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--cpu-replicas", "2"], "--cpu-replicas needs --strategy mirrored or multi-worker"),
+    (["--strategy", "multi-worker"], "strategy 'multi-worker' needs the TF_CONFIG"),
+    (["--strategy", "mirrored", "--impl", "graph"], "--strategy needs --impl eager"),
+    (["--strategy", "mirrored", "--cpu-replicas", "0"], "--cpu-replicas: must be an integer >= 1"),
+])
+def test_train_command_strategy_errors(extra, message, capsys, monkeypatch):
+    from pgtwin.cli import main
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--env", "CartPole-v1", *extra])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
 # ----------------------------------------------------------- one replica, in this process
 def _cartpole_batches(spec, config, n_batches, seed=0):
     envs = make_vec_env("CartPole-v1", config.num_envs, seed=seed)
