@@ -45,6 +45,9 @@ RESUMABLE = ("total_steps", "stop_at_threshold", "checkpoint_every", "keep_check
 """Settings a resumed run may change; every other one must equal the checkpoint's."""
 
 
+LOSS_METRICS = ("loss", "grad_norm", "entropy")
+
+
 class TrainingError(RuntimeError):
     """The run cannot start, resume or continue; the message says why and what is intact."""
 
@@ -338,7 +341,10 @@ class _Run:
                 and len(self.recent) == self.settings.solve_window and mean >= self.threshold):
             p.solved_at_update, p.solved_at_env_steps, p.solved_at_wall_s = p.update, p.env_steps, wall
         if self.writer is not None:
-            scalars = {f"losses/{k}": float(v) for k, v in it.metrics.items()
+            # The agent's update metrics: loss terms under losses/, the rest (baseline
+            # value, applied, ...) under train/; array-valued ones are not scalars.
+            scalars = {("losses/" if k in LOSS_METRICS else "train/") + k: float(v)
+                       for k, v in it.metrics.items()
                        if isinstance(v, (int, float, bool, np.number))}
             if len(batch.episode_returns):
                 scalars["charts/episode_return"] = float(np.mean(batch.episode_returns))

@@ -90,7 +90,7 @@ def hidden_sizes(text: str) -> tuple[int, ...]:
 
 # ---------------------------------------------------------------- parser
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """The hyperparameter and seed options (shared with ``pgtwin demo``)."""
+    """The seed, budget and hyperparameter options (all default to None: per-env defaults)."""
     p.add_argument("--seed", type=non_negative_int, default=None, help="run seed (default 0)")
     p.add_argument("--steps", type=positive_int, default=None,
                    help="env-step budget (default: per env, see pgtwin/defaults.py)")

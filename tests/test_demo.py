@@ -1,0 +1,38 @@
+"""``pgtwin demo`` end to end on a short budget (slow: it builds four agents and runs the
+parity ladder). In float64 the twins agree to ~1e-15, so over a few updates the two runs
+sample the same actions: their episode logs must be identical, which checks the twins
+against each other, not against the demo's own numbers.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from pgtwin.cli import main
+from pgtwin.episode_log import read_episodes
+
+
+@pytest.mark.slow
+def test_demo_runs_both_twins_and_their_runs_coincide(tmp_path, capsys):
+    logdir = str(tmp_path / "demo")
+    code = main(["demo", "--steps", "12288", "--dtype", "float64", "--logdir", logdir,
+                 "--json", "--no-progress"])
+    out, err = capsys.readouterr()
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert code == 0 and summary["parity_ok"] is True
+    assert "parity OK" in err and "gradients" in err and "graph / eager env-steps per second" in err
+    # CartPole defaults: 32 envs x 128 steps = 4096 env steps per update -> 3 updates.
+    for impl in ("graph", "eager"):
+        assert summary["runs"][impl]["updates"] == 3 and summary["runs"][impl]["env_steps"] == 12288
+    graph = read_episodes(os.path.join(logdir, "graph", "episodes.csv"))
+    eager = read_episodes(os.path.join(logdir, "eager", "episodes.csv"))
+    assert len(graph["episode"]) > 100
+    for col in ("env_steps", "env_index", "return", "length"):
+        np.testing.assert_array_equal(graph[col], eager[col])
+    assert summary["runs_part_at_episode"] is None
+    assert summary["png"] == os.path.join(logdir, "learning_curves.png")
+    assert open(summary["png"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert f"learning curves: {summary['png']}" in err
