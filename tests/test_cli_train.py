@@ -126,15 +126,28 @@ def test_stops_when_the_window_mean_reaches_the_threshold(tmp_path, capsys, no_s
     assert summary["updates"] == (20 if no_stop else solved_at)
 
 
-def test_resume_with_a_larger_budget_continues_the_run(tmp_path, capsys):
-    logdir = str(tmp_path / "run")
-    base = ["--env", "CartPole-v1", "--steps", "128", "--logdir", logdir, "--json", *TINY]
-    assert _train(capsys, *base)[0] == 0
-    code, summary, err = _train(capsys, "--resume", "--logdir", logdir, "--steps", "256",
+@pytest.mark.parametrize("impl", ["graph", "eager"])
+def test_resume_with_a_larger_budget_continues_the_same_run(tmp_path, capsys, impl):
+    # Oracle: one uninterrupted run of 4 updates. The resumed one runs 2, stops, resumes
+    # for 2 more (Pendulum: a SyncVectorEnv whose 200-step episodes span the break).
+    common = ["--env", "Pendulum-v1", "--impl", impl, "--seed", "4", "--num-envs", "2",
+              "--num-steps", "64", "--hidden", "8", "--json", "--no-progress"]
+    straight, logdir = str(tmp_path / "straight"), str(tmp_path / "run")
+    assert _train(capsys, *common, "--steps", "512", "--logdir", straight)[0] == 0
+    assert _train(capsys, *common, "--steps", "256", "--logdir", logdir)[0] == 0
+    code, summary, err = _train(capsys, "--resume", "--logdir", logdir, "--steps", "512",
                                 "--json", "--no-progress")
-    assert code == 0 and summary["updates"] == 4 and summary["env_steps"] == 256
+    assert code == 0 and summary["updates"] == 4 and summary["env_steps"] == 512
     assert summary["resumed_from"] == os.path.join(logdir, "checkpoints", "update_00000002")
     assert "resuming" in err and "exactly (env state restored)" in err
+    want, got = (load_weights(os.path.join(d, "weights.npz")) for d in (straight, logdir))
+    for name in want:
+        np.testing.assert_array_equal(want[name], got[name], err_msg=name)
+    want, got = (read_episodes(os.path.join(d, "episodes.csv")) for d in (straight, logdir))
+    # 512 env steps = 256 per env: one 200-step episode each, begun before the break.
+    assert len(want["episode"]) == 2 and want["env_steps"].tolist() == [400, 400]
+    for col in ("episode", "update", "env_steps", "env_index", "return", "length"):
+        np.testing.assert_array_equal(want[col], got[col], err_msg=col)
     # Resuming a finished run trains nothing more.
     code, summary, _ = _train(capsys, "--resume", "--logdir", logdir, "--json", "--no-progress")
     assert code == 0 and summary["updates"] == 4
