@@ -103,9 +103,13 @@ def segments(batch: Batch, gamma: float) -> Segments:
 
     Raises ``ValueError`` if ``batch.episode_lengths`` does not list one length per episode
     end in the batch, in rollout order, or disagrees with a segment started inside the batch.
+    An empty ``episode_lengths`` (a hand-made batch) counts only the segments started inside
+    the batch as whole episodes.
     """
     valid = np.asarray(batch.valid, bool)
     num_steps, num_envs = valid.shape
+    if not valid.any():
+        raise ValueError(f"batch has no valid step (T={num_steps}, N={num_envs}): no episode")
     ended = (np.asarray(batch.terminated, bool) | np.asarray(batch.truncated, bool)) & valid
     after_boundary = np.zeros_like(valid)
     after_boundary[1:] = ended[:-1] | ~valid[:-1]
@@ -121,14 +125,18 @@ def segments(batch: Batch, gamma: float) -> Segments:
     # Episode ends in rollout order (t, then env) are matched to batch.episode_lengths.
     end_steps = np.flatnonzero(ended.reshape(-1))
     recorded = np.asarray(batch.episode_lengths, np.int64)
-    if recorded.shape != end_steps.shape:
+    if recorded.size == 0:
+        # A hand-made batch that records no lengths: a segment from t = 0 may have begun
+        # before the batch, so only segments started inside it count as whole episodes.
+        recorded = np.full(end_steps.shape, -1, np.int64)
+    elif recorded.shape != end_steps.shape:
         raise ValueError(
             f"batch.episode_lengths has {recorded.size} entries but the batch ends "
             f"{end_steps.size} episodes (terminated | truncated on valid steps)")
     to_em = lambda i: (i % num_envs) * num_steps + i // num_envs  # noqa: E731
     ended_ids = ids_em[to_em(end_steps)]
     inside = (first[ended_ids] % num_steps) > 0  # started after a boundary in the batch
-    bad = inside & (lengths[ended_ids] != recorded)
+    bad = inside & (lengths[ended_ids] != recorded) & (recorded >= 0)
     if bad.any():
         k = int(np.argmax(bad))
         raise ValueError(
@@ -136,7 +144,7 @@ def segments(batch: Batch, gamma: float) -> Segments:
             f"{end_steps[k] % num_envs} ending at step {end_steps[k] // num_envs} has "
             f"{lengths[ended_ids[k]]} steps in the batch")
     complete = np.zeros(first.size, bool)
-    complete[ended_ids] = lengths[ended_ids] == recorded
+    complete[ended_ids] = inside | (lengths[ended_ids] == recorded)
 
     to_tm = lambda a: a.reshape(num_envs, num_steps).T.reshape(-1)  # noqa: E731
     rewards = np.where(valid, np.asarray(batch.rewards, np.float64), 0.0)

@@ -1,0 +1,157 @@
+"""Per-sample gradients in both twins: every method against the loop reference, and the loop
+reference against finite differences.
+
+The reference (``method='loop'``) is one gradient per sample: a one-row batch through the
+ordinary ``tf.gradients`` / ``GradientTape`` of ``log pi``. It is itself checked against
+central finite differences of the twin's forward pass (float64), which involves no TF
+gradient code at all. One agent per (twin, kind, dtype) serves every batch size: the legacy
+twin must not grow its graph per batch size, the eager one must not retrace.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pgcommon.config import ReinforceConfig
+from pgtwin.twins import agent_class
+
+from tests.per_sample_cases import BATCH_SIZES, KINDS, MLP_KINDS, random_inputs, random_weights
+
+TWINS = ("graph", "eager")
+DTYPES = ("float32", "float64")
+TOL = {"float64": dict(rtol=1e-9, atol=1e-12), "float32": dict(rtol=2e-4, atol=2e-6)}
+LOOP_OPS = {"While", "StatelessWhile", "Enter", "Exit", "NextIteration", "LoopCond"}
+
+
+def make_agent(impl: str, kind: str, dtype: str):
+    spec = KINDS[kind]
+    return agent_class(impl)(spec, ReinforceConfig(dtype=dtype), weights=random_weights(spec))
+
+
+def flat_sq_norms(grads: dict[str, np.ndarray]) -> np.ndarray:
+    return sum(np.sum(g.reshape(g.shape[0], -1).astype(np.float64) ** 2, axis=1)
+               for g in grads.values())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", tuple(KINDS))
+@pytest.mark.parametrize("impl", TWINS)
+def test_every_method_agrees_with_loop(impl, kind, dtype):
+    agent = make_agent(impl, kind, dtype)
+    methods = ("vectorized", "analytic") if kind in MLP_KINDS else ("vectorized",)
+    ops_after_first = None
+    for size in BATCH_SIZES:
+        obs, actions = random_inputs(agent.spec, size, seed=size)
+        ref = agent.per_sample_gradients(obs, actions, method="loop")
+        assert list(ref) == list(agent.spec.weight_shapes())
+        for name, shape in agent.spec.weight_shapes().items():
+            assert ref[name].shape == (size, *shape)
+            assert ref[name].dtype == np.dtype(dtype)
+        scale = max(float(np.abs(g).max()) for g in ref.values())
+        assert scale > 1e-3  # the comparison below is not between zeros
+        for method in methods:
+            got = agent.per_sample_gradients(obs, actions, method=method)
+            for name in ref:
+                np.testing.assert_allclose(got[name], ref[name], rtol=TOL[dtype]["rtol"],
+                                           atol=TOL[dtype]["atol"] * scale,
+                                           err_msg=f"{impl} {kind} {dtype} B={size} {method} {name}")
+        sq = agent.per_sample_sq_norms(obs, actions)
+        assert sq.shape == (size,)
+        np.testing.assert_allclose(sq, flat_sq_norms(ref), rtol=TOL[dtype]["rtol"] * 10,
+                                   err_msg=f"{impl} {kind} {dtype} B={size} sq_norms")
+        if impl == "graph":  # one graph for every batch size: nothing is added after B = 1
+            count = len(agent.graph.get_operations())
+            ops_after_first = ops_after_first or count
+            assert count == ops_after_first, f"the graph grew at B={size}"
+    if impl == "eager":
+        assert set(agent._per_sample_ops().trace_counts().values()) == {1}  # noqa: SLF001
+    agent.close()
+
+
+@pytest.mark.parametrize("kind", tuple(KINDS))
+@pytest.mark.parametrize("impl", TWINS)
+def test_loop_reference_matches_finite_differences(impl, kind):
+    """Central differences of log pi(a_i|s_i) in float64, on 25 weight elements per sample."""
+    agent = make_agent(impl, kind, "float64")
+    obs, actions = random_inputs(agent.spec, 2, seed=3)
+    ref = agent.per_sample_gradients(obs, actions, method="loop")
+    weights = agent.get_weights()
+    rng = np.random.default_rng(0)
+    elements = [(name, tuple(rng.integers(0, d) for d in w.shape))
+                for name, w in weights.items() for _ in range(max(1, 25 // len(weights)))]
+    eps = 1e-6
+    for name, index in elements:
+        logp = []
+        for sign in (1.0, -1.0):
+            moved = {k: v.copy() for k, v in weights.items()}
+            moved[name][index] += sign * eps
+            agent.set_weights(moved)
+            logp.append(agent.log_prob(obs, actions))
+        fd = (logp[0] - logp[1]) / (2 * eps)  # [B]: one derivative per sample
+        np.testing.assert_allclose(ref[name][(slice(None), *index)], fd, rtol=1e-6, atol=1e-8,
+                                   err_msg=f"{impl} {kind} {name}{list(index)}")
+    agent.close()
+
+
+def op_types(graph_def) -> set[str]:
+    """Every op type in a GraphDef, its function library included."""
+    types = {node.op for node in graph_def.node}
+    for fn in graph_def.library.function:
+        types |= {node.op for node in fn.node_def}
+    return types
+
+
+def test_op_types_sees_a_while_loop():
+    """The check below can fail: tf.map_fn (a while loop) is caught, in a function body too."""
+    fn = tf.function(lambda x: tf.map_fn(tf.square, x), input_signature=[tf.TensorSpec([None])])
+    assert op_types(fn.get_concrete_function().graph.as_graph_def()) & LOOP_OPS
+
+
+@pytest.mark.parametrize("kind", ("categorical_mlp", "gaussian_lstm"))
+@pytest.mark.parametrize("impl", TWINS)
+def test_vectorized_has_no_while_loop(impl, kind):
+    """pfor vectorised every op (``fallback_to_while_loop=False`` would raise otherwise)."""
+    agent = make_agent(impl, kind, "float32")
+    agent.per_sample_gradients(*random_inputs(agent.spec, 3), method="vectorized")
+    ops = agent._per_sample_ops()  # noqa: SLF001 (the built graph is what is checked)
+    if impl == "graph":
+        graph_def = agent.graph.as_graph_def()
+        nodes = [n for n in graph_def.node if n.name.startswith("per_sample_vectorized/")]
+        assert nodes, "no vectorized ops found under their name scope"
+        found = {n.op for n in nodes} | op_types(graph_def)
+    else:
+        found = op_types(ops._fn("vectorized").get_concrete_function().graph.as_graph_def())  # noqa: SLF001
+    assert not found & LOOP_OPS, found & LOOP_OPS
+    agent.close()
+
+
+@pytest.mark.parametrize("kind", MLP_KINDS)
+def test_ghost_norms_materialise_no_per_sample_kernel(kind):
+    """``per_sample_sq_norms`` of an MLP holds no ``[B, in, out]`` tensor (legacy graph)."""
+    agent = make_agent("graph", kind, "float32")
+    agent.per_sample_sq_norms(*random_inputs(agent.spec, 3))
+    ranks = {len(t.shape) for op in agent.graph.get_operations()
+             if op.name.startswith("per_sample_sq_norms/") for t in op.outputs
+             if t.shape.rank is not None}
+    assert ranks and max(ranks) <= 2, ranks
+    agent.close()
+
+
+@pytest.mark.parametrize("impl", TWINS)
+def test_bad_requests_name_the_problem(impl):
+    lstm = make_agent(impl, "categorical_lstm", "float32")
+    obs, actions = random_inputs(lstm.spec, 2)
+    with pytest.raises(ValueError, match="analytic per-sample gradient needs an MLP torso.*lstm"):
+        lstm.per_sample_gradients(obs, actions, method="analytic")
+    with pytest.raises(ValueError, match=r"method='jacobian' is not one of"):
+        lstm.per_sample_gradients(obs, actions, method="jacobian")
+    with pytest.raises(ValueError, match=r"obs has shape \(2, 4\); expected \[B, 3, 4\]"):
+        lstm.per_sample_gradients(obs[:, 0], actions)
+    with pytest.raises(ValueError, match=r"actions\[1\] = 7 is out of range"):
+        lstm.per_sample_sq_norms(obs, np.array([0, 7]))
+    lstm.close()
