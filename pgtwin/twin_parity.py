@@ -158,7 +158,8 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
     if unknown:
         raise ValueError(f"unknown rung(s) {unknown}: choose from {RUNGS}")
     if optimizer_steps < 1 or training_updates < 1:
-        raise ValueError("optimizer_steps and training_updates must be >= 1")
+        raise ValueError(f"optimizer_steps and training_updates must be >= 1, got "
+                         f"{optimizer_steps} and {training_updates}")
     ctx = f"{kind.name}/{dtype}"
     spec = kind.spec(dtype)
     weights = init_weights(spec, seed)
@@ -170,6 +171,8 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
         config = ladder_config(dtype, num_envs=num_envs, num_steps=num_steps)
         pair = TwinPair(spec, config, weights, config.replace(**changes))
         try:
+            # The batch is data: sampled with the graph twin's policy (rung 2 shows the
+            # eager one's is the same), then fed to both.
             batch = fixed_batch(kind, pair.graph.spec, pair.graph.dist_params, seed,
                                 num_envs, num_steps)
             checks = {"variables": lambda: compare_variables(pair, ctx),
