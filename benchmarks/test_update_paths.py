@@ -51,7 +51,8 @@ def training_iterations(impl: str, path: str, num_envs: int, num_steps: int):
 def test_training_iteration(benchmark, impl, num_envs, num_steps, path):
     benchmark.group = f"update_path {impl} {num_envs}x{num_steps}"
     benchmark.extra_info.update(impl=impl, update_path=path, num_envs=num_envs,
-                                num_steps=num_steps, env="CartPole-v1")
+                                num_steps=num_steps, env="CartPole-v1",
+                                env_steps=num_envs * num_steps)
     loop = training_iterations(impl, path, num_envs, num_steps)
     iteration = benchmark(next, loop)
     assert iteration.metrics["applied"]

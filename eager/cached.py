@@ -132,7 +132,9 @@ class RolloutRecording:
             params = tf.concat(self.params, axis=0)  # [T*N, P], row i = t*N + n
             loss, entropy = self.cached.loss_fn(params, inputs.actions, inputs.advantages,
                                                 inputs.weights)
-        grads = checked_gradients(self.tape, loss, self.cached.agent.variables)
+        # The backward pass is T small function calls too: same executor (~25% less time).
+        with tf.experimental.function_executor_type(SINGLE_THREADED):
+            grads = checked_gradients(self.tape, loss, self.cached.agent.variables)
         self.params.clear()  # the tape has released the activations; drop the outputs too
         return loss, grads, entropy
 

@@ -91,6 +91,13 @@ class ReinforceConfig:
                 valid = False
             if not valid:
                 raise ValueError(f"ReinforceConfig.{name}={value!r} {why}")
+        if self.update_path == "cached" and self.baseline.startswith("optimal"):
+            # Those baselines weigh per-sample gradients, which the twins compute with their
+            # own pass over the batch; the recorded rollout passes would go unused.
+            raise ValueError(
+                f"ReinforceConfig.update_path='cached' cannot serve baseline={self.baseline!r}: "
+                "the optimal baselines need per-sample gradients, computed from the batch "
+                "again; use update_path='recompute' with them")
         object.__setattr__(self, "num_envs", int(self.num_envs))
         object.__setattr__(self, "num_steps", int(self.num_steps))
 

@@ -227,3 +227,9 @@ def test_training_loop_trains_identically_with_either_path(impl):
         np.testing.assert_allclose(mc["loss"], mr["loss"], rtol=1e-9)
     for n in w_r:
         np.testing.assert_allclose(w_c[n], w_r[n], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("baseline", ["optimal_scalar", "optimal_per_param"])
+def test_cached_path_refuses_the_per_sample_baselines_at_config_time(baseline):
+    with pytest.raises(ValueError, match=f"update_path='cached' cannot serve baseline='{baseline}'"):
+        config("cached", baseline=baseline)
