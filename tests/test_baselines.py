@@ -1,0 +1,325 @@
+"""Optimal baselines: episode segmentation, each formula against a hand case and a slow numpy
+oracle, and every baseline of both twins against the oracle fed from the ``loop`` gradients.
+
+The oracles below are written from the formulas (module doc of ``pgcommon.baselines``) with
+explicit loops and padded arrays; they share no code with the library beyond the batch
+arrays and ``pgcommon.advantages.training_inputs`` (the per-step returns, tested elsewhere).
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+
+from pgcommon import baselines as bl
+from pgcommon.advantages import training_inputs
+from pgcommon.config import ReinforceConfig
+from pgcommon.rollout import Batch
+from pgcommon.specs import PolicySpec
+from pgtwin.twins import agent_class
+
+from tests.per_sample_cases import KINDS, episodic_batch, random_weights
+
+TWINS = ("graph", "eager")
+OPTIMAL = ("optimal_scalar", "optimal_scalar_episodic", "optimal_per_param", "optimal_time")
+
+
+# ---------------------------------------------------------------------------- segments
+def hand_batch(episode_lengths=(2, 4, 2)) -> Batch:
+    """T = 6, N = 2 (time-major, flat i = 2 t + n)::
+
+        t:      0    1       2          3    4        5
+        env 0:  r=1  r=2 T   autoreset  r=1  r=1      r=4      (cut at the end)
+        env 1:  r=1  r=1 T   autoreset  r=2  r=2 Tr   autoreset
+
+    Ends in rollout order: (t1, env 0) length 2, (t1, env 1) length 4 (it began two steps
+    before the batch), (t4, env 1) length 2.
+    """
+    rewards = np.array([[1, 1], [2, 1], [0, 0], [1, 2], [1, 2], [4, 0]], float)
+    valid = np.ones((6, 2), bool)
+    valid[2] = False
+    valid[5, 1] = False
+    terminated = np.zeros((6, 2), bool)
+    terminated[1] = True
+    truncated = np.zeros((6, 2), bool)
+    truncated[4, 1] = True
+    obs = np.zeros((6, 2, 4))
+    return Batch(obs=obs, actions=np.zeros((6, 2), np.int64), rewards=rewards,
+                 terminated=terminated, truncated=truncated, log_probs=np.zeros((6, 2)),
+                 valid=valid, next_obs=obs[-1], episode_returns=np.zeros(len(episode_lengths)),
+                 episode_lengths=np.array(episode_lengths, np.int64))
+
+
+def test_segments_hand_case():
+    segs = bl.segments(hand_batch(), gamma=0.5)
+    # Segments env by env: 0 = env 0 t0-1, 1 = env 0 t3-5, 2 = env 1 t0-1, 3 = env 1 t3-4.
+    np.testing.assert_array_equal(segs.ids, [0, 2, 0, 2, -1, -1, 1, 3, 1, 3, 1, -1])
+    np.testing.assert_array_equal(segs.time, [0, 0, 1, 1, -1, -1, 0, 0, 1, 1, 2, -1])
+    np.testing.assert_array_equal(segs.lengths, [2, 3, 2, 2])
+    # 0: recorded length 2 = 2 in the batch; 1: cut at the end; 2: recorded 4 > 2; 3: inside.
+    np.testing.assert_array_equal(segs.complete, [True, False, False, True])
+    # sum_l 0.5^l r_l: 1 + .5*2 = 2;  1 + .5*1 + .25*4 = 2.5;  1 + .5*1 = 1.5;  2 + .5*2 = 3
+    np.testing.assert_allclose(segs.returns, [2.0, 2.5, 1.5, 3.0])
+    np.testing.assert_allclose(segs.discounted_rewards, [1, 1, 1, .5, 0, 0, 1, 2, .5, 1, 1, 0])
+    assert segs.num_episodes == 2
+    np.testing.assert_array_equal(segs.episode_ids(), [0, -1, 0, -1, -1, -1, -1, 1, -1, 1, -1, -1])
+    np.testing.assert_array_equal(segs.episode_order(), [0, 2, 7, 9])
+
+
+def test_segments_without_recorded_lengths_count_only_episodes_started_inside():
+    segs = bl.segments(hand_batch(episode_lengths=()), gamma=0.5)
+    np.testing.assert_array_equal(segs.complete, [False, False, False, True])
+
+
+def test_segments_refuse_inconsistent_episode_lengths():
+    with pytest.raises(ValueError, match="episode_lengths has 2 entries but the batch ends 3"):
+        bl.segments(hand_batch(episode_lengths=(2, 4)), gamma=0.5)
+    with pytest.raises(ValueError, match=r"episode_lengths\[2\] = 3 but the episode of env 1 "
+                                         "ending at step 4 has 2 steps"):
+        bl.segments(hand_batch(episode_lengths=(2, 4, 3)), gamma=0.5)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_segments_find_the_constructed_episodes(seed):
+    case = episodic_batch(KINDS["categorical_mlp"], num_steps=30, num_envs=3, seed=seed)
+    segs = bl.segments(case.batch, gamma=0.9)
+    order, lengths = segs.episode_order(), segs.lengths[segs.complete]
+    found = [list(order[s - n:s]) for s, n in zip(np.cumsum(lengths), lengths)]
+    assert found == case.episodes
+    rewards = case.batch.rewards.reshape(-1)
+    np.testing.assert_allclose(segs.returns[segs.complete],
+                               [sum(0.9 ** l * rewards[i] for l, i in enumerate(e)) for e in case.episodes])
+
+
+# ---------------------------------------------------------------------------- formulas
+def test_optimal_scalar_baseline_hand_values():
+    # (1*2 + 3*6) / (1 + 3) = 5;  with weights (1, 0): 2;  all norms 0: the mean (2 + 6) / 2 = 4
+    assert bl.optimal_scalar_baseline([1.0, 3.0], [2.0, 6.0]) == 5.0
+    assert bl.optimal_scalar_baseline([1.0, 3.0], [2.0, 6.0], [1.0, 0.0]) == 2.0
+    assert bl.optimal_scalar_baseline([0.0, 0.0], [2.0, 6.0]) == 4.0
+    with pytest.raises(ValueError, match="vectors of one length"):
+        bl.optimal_scalar_baseline([1.0], [2.0, 6.0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_optimal_scalar_baseline_minimises_the_second_moment(seed):
+    rng = np.random.default_rng(seed)
+    n, r, w = rng.random(50) ** 3, rng.standard_normal(50) + 2, rng.random(50)
+    moment = lambda b: np.sum(w * n * (r - b) ** 2)  # noqa: E731
+    b = bl.optimal_scalar_baseline(n, r, w)
+    for delta in (1e-3, 1e-1, 1.0):
+        assert moment(b + delta) > moment(b) < moment(b - delta)
+
+
+def test_per_param_hand_case():
+    # Element 0: b = (1*3 + 4*6) / (1 + 4) = 5.4; ascent = (1*(3 - 5.4) + 2*(6 - 5.4)) / 4 = -0.3.
+    # Element 1: scores 0, denominator 0: b = mean R = 4.5, ascent 0 (not NaN).
+    ascent, b = bl.per_param_ascent(np.array([[1.0, 0.0], [2.0, 0.0]]), np.array([3.0, 6.0]), 4)
+    np.testing.assert_allclose(b, [5.4, 4.5])
+    np.testing.assert_allclose(ascent, [-0.3, 0.0], atol=1e-15)
+
+
+def test_time_hand_case():
+    # Episode 0: g = 1, 2 and a r = 1, 2; episode 1 (T = 1): g = 3, a r = 4. H = 2.
+    # psi: episode 0: 1, 3; episode 1: 3, then frozen at 3 with r = 0.
+    # b_0 = (1*1 + 9*4) / (1 + 9) = 3.7;   b_1 = (9*2 + 9*0) / (9 + 9) = 1
+    # ascent * 3 = 1 (1 - 3.7) + 3 (2 - 1) + 3 (4 - 3.7) + 3 (0 - 1) = -1.8  =>  -0.6
+    ascent, b = bl.time_ascent(np.array([[1.0], [2.0], [3.0]]), np.array([2, 1]),
+                               np.array([1.0, 2.0, 4.0]), 3)
+    np.testing.assert_allclose(b[:, 0], [3.7, 1.0])
+    np.testing.assert_allclose(ascent, [-0.6])
+
+
+def oracle_per_param(scores: np.ndarray, returns: np.ndarray, num_steps: int) -> np.ndarray:
+    """One element at a time, as written in Peters & Schaal (2008)."""
+    out = np.zeros(scores.shape[1])
+    for h in range(scores.shape[1]):
+        g = scores[:, h]
+        den = np.mean(g ** 2)
+        b = np.mean(g ** 2 * returns) / den if den != 0 else np.mean(returns)
+        out[h] = np.mean(g * (returns - b)) * len(returns) / num_steps
+    return out
+
+
+def oracle_time(grads: np.ndarray, lengths, ar: np.ndarray, num_steps: int) -> np.ndarray:
+    """Padded to [E, H, P]: psi frozen and r = 0 after an episode's end."""
+    num_episodes, horizon, width = len(lengths), max(lengths), grads.shape[1]
+    g = np.zeros((num_episodes, horizon, width))
+    r = np.zeros((num_episodes, horizon, 1))
+    start = 0
+    for e, n in enumerate(lengths):
+        g[e, :n], r[e, :n, 0] = grads[start:start + n], ar[start:start + n]
+        start += n
+    psi = np.cumsum(g, axis=1)  # zeros after the end keep psi at its last value
+    den = np.mean(psi ** 2, axis=0)
+    b = np.where(den != 0, np.mean(psi ** 2 * r, axis=0) / np.where(den != 0, den, 1),
+                 np.mean(r, axis=0))
+    return np.sum(psi * (r - b[None]), axis=(0, 1)) / num_steps
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_episodic_formulas_match_the_oracles(seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 7, 5)
+    grads = rng.standard_normal((lengths.sum(), 6))
+    grads[:, 2] = 0.0  # an element with no gradient: the mean-baseline fallback
+    grads[: lengths[0], 4] = 0.0  # ... and one zero in a single episode only
+    ar, returns = rng.standard_normal(lengths.sum()) + 1, rng.standard_normal(5) + 1
+    steps = int(lengths.sum())
+    scores = bl.episode_scores(grads, lengths)
+    np.testing.assert_allclose(scores, [grads[s - n:s].sum(0) for s, n in zip(np.cumsum(lengths), lengths)])
+    ascent, _ = bl.per_param_ascent(scores, returns, steps)
+    np.testing.assert_allclose(ascent, oracle_per_param(scores, returns, steps), rtol=1e-12, atol=1e-15)
+    ascent, b = bl.time_ascent(grads, lengths, ar, steps)
+    assert np.isfinite(b).all()
+    np.testing.assert_allclose(ascent, oracle_time(grads, lengths, ar, steps), rtol=1e-12, atol=1e-15)
+
+
+# ---------------------------------------------------------------------------- agents
+def oracle_gradient(baseline: str, case, config: ReinforceConfig, spec: PolicySpec,
+                    loop: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The loss gradient (``-ascent``) of ``baseline`` on ``case``, from ``loop`` grads ``[B, ...]``."""
+    names = list(loop)
+    g = np.concatenate([loop[n].reshape(loop[n].shape[0], -1) for n in names], 1).astype(np.float64)
+    batch = case.batch
+    if baseline in ("none", "mean", "optimal_scalar"):
+        inputs = training_inputs(batch, config, spec)
+        r, w = inputs.returns.astype(np.float64), inputs.weights.astype(np.float64)
+        b = {"none": 0.0, "mean": np.sum(w * r)}.get(baseline)
+        if b is None:
+            n = np.sum(g ** 2, axis=1)
+            b = np.sum(w * n * r) / np.sum(w * n)
+        grad = -np.sum((w * (r - b))[:, None] * g, axis=0)
+    else:
+        rewards = batch.rewards.reshape(-1)
+        episodes = case.episodes
+        steps = sum(len(e) for e in episodes)
+        scores = np.array([g[e].sum(0) for e in episodes])
+        returns = np.array([sum(config.gamma ** l * rewards[i] for l, i in enumerate(e)) for e in episodes])
+        if baseline == "optimal_scalar_episodic":
+            n = np.sum(scores ** 2, axis=1)
+            b = np.sum(n * returns) / np.sum(n)
+            grad = -np.sum((returns - b)[:, None] * scores, axis=0) / steps
+        elif baseline == "optimal_per_param":
+            grad = -oracle_per_param(scores, returns, steps)
+        else:
+            order = [i for e in episodes for i in e]
+            ar = np.array([config.gamma ** l * rewards[i] for e in episodes for l, i in enumerate(e)])
+            grad = -oracle_time(g[order], [len(e) for e in episodes], ar, steps)
+    out, start = {}, 0
+    for n in names:
+        size = int(np.prod(loop[n].shape[1:]))
+        out[n] = grad[start:start + size].reshape(loop[n].shape[1:])
+        start += size
+    return out
+
+
+AGENT_CASES = [("categorical_mlp", "float64"), ("categorical_mlp", "float32"),
+               ("gaussian_mlp", "float64"), ("gaussian_lstm", "float64")]
+
+
+@pytest.mark.parametrize("kind,dtype", AGENT_CASES)
+@pytest.mark.parametrize("impl", TWINS)
+def test_every_baseline_matches_the_oracle(impl, kind, dtype):
+    spec = KINDS[kind]
+    case = episodic_batch(spec, num_steps=20, num_envs=3, seed=7)
+    weights = random_weights(spec, seed=1)
+    base = ReinforceConfig(dtype=dtype, gamma=0.9, normalize_returns=False, num_envs=3, num_steps=20)
+    loop = None
+    for baseline in ("none", "mean") + OPTIMAL:
+        config = base.replace(baseline=baseline)
+        agent = agent_class(impl)(spec, config, weights=weights)
+        if loop is None:
+            inputs = training_inputs(case.batch, config, agent.spec)
+            loop = agent.per_sample_gradients(inputs.obs, inputs.actions, method="loop")
+        expected = oracle_gradient(baseline, case, config, agent.spec, loop)
+        got = agent.gradients(case.batch)
+        scale = max(float(np.abs(v).max()) for v in expected.values())
+        for n in expected:
+            np.testing.assert_allclose(got[n], expected[n], rtol=1e-9 if dtype == "float64" else 1e-3,
+                                       atol=(1e-12 if dtype == "float64" else 1e-4) * scale,
+                                       err_msg=f"{impl} {kind} {dtype} {baseline} {n}")
+        metrics = agent.update(case.batch)
+        assert metrics["applied"] and np.isfinite(metrics["loss"]), metrics
+        if impl == "eager" and baseline == "optimal_scalar":
+            small = episodic_batch(spec, num_steps=5, num_envs=2, seed=8).batch
+            agent.update(small)
+            assert set(agent._baselines().trace_counts().values()) == {1}  # noqa: SLF001
+        agent.close()
+
+
+@pytest.mark.parametrize("impl", TWINS)
+def test_reported_scalar_baseline_minimises_the_second_moment(impl):
+    """The b* an ``optimal_scalar`` update reports, checked on the loop gradients."""
+    spec = KINDS["categorical_mlp"]
+    case = episodic_batch(spec, num_steps=20, num_envs=3, seed=5)
+    config = ReinforceConfig(dtype="float64", baseline="optimal_scalar", num_envs=3, num_steps=20)
+    agent = agent_class(impl)(spec, config, weights=random_weights(spec))
+    inputs = training_inputs(case.batch, config, agent.spec)
+    loop = agent.per_sample_gradients(inputs.obs, inputs.actions, method="loop")
+    n = sum(np.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in loop.values())
+    moment = lambda b: np.sum(inputs.weights * n * (inputs.returns - b) ** 2)  # noqa: E731
+    b = agent.update(case.batch)["baseline"]
+    for delta in (1e-4, 1e-2, 1.0):
+        assert moment(b + delta) > moment(b) < moment(b - delta)
+    agent.close()
+
+
+@pytest.mark.parametrize("baseline", ("optimal_scalar_episodic", "optimal_per_param", "optimal_time"))
+def test_normalized_returns_only_rescale_the_episodic_estimates(baseline):
+    """Every episodic estimate is linear in R (and b moves with R): normalising divides it by
+    the std of the batch's reward-to-go."""
+    spec = KINDS["categorical_mlp"]
+    case = episodic_batch(spec, num_steps=20, num_envs=3, seed=2)
+    config = ReinforceConfig(dtype="float64", baseline=baseline, gamma=0.9, num_envs=3, num_steps=20)
+    grads = {}
+    for normalize in (True, False):
+        agent = agent_class("graph")(spec, config.replace(normalize_returns=normalize),
+                                     weights=random_weights(spec))
+        grads[normalize] = agent.gradients(case.batch)
+        agent.close()
+    from pgcommon.returns import discounted_returns
+    b = case.batch
+    scale = np.std(discounted_returns(b.rewards, b.terminated, b.truncated, 0.9)[b.valid])
+    for n in grads[True]:
+        np.testing.assert_allclose(grads[True][n] * scale, grads[False][n], rtol=1e-9, atol=1e-14)
+
+
+@pytest.mark.parametrize("impl", TWINS)
+def test_deterministic_policy_falls_back_to_the_mean_baseline(impl):
+    """Logits (1000, 0): every score is exactly 0, so every optimal denominator is 0."""
+    spec = PolicySpec("categorical", (4,), 2, hidden=(8,))
+    weights = {n: np.zeros(s, np.float32) for n, s in spec.weight_shapes().items()}
+    weights["policy/head/bias"] = np.array([1000.0, 0.0], np.float32)
+    case = episodic_batch(spec, num_steps=12, num_envs=2, seed=4)
+    batch = Batch(**{**case.batch.__dict__, "actions": np.zeros_like(case.batch.actions)})
+    rewards = batch.rewards.reshape(-1)
+    episode_returns = [sum(rewards[i] for i in e) for e in case.episodes]  # gamma = 1
+    for baseline in OPTIMAL:
+        config = ReinforceConfig(baseline=baseline, gamma=1.0, normalize_returns=False,
+                                 num_envs=2, num_steps=12)
+        agent = agent_class(impl)(spec, config, weights=weights)
+        grads = agent.gradients(batch)
+        assert all(np.array_equal(g, np.zeros_like(g)) for g in grads.values()), baseline
+        metrics = agent.update(batch)
+        assert metrics["applied"] and np.isfinite(metrics["baseline"]), (baseline, metrics)
+        if baseline == "optimal_scalar":  # sum_i w_i R_i, R_i the undiscounted reward-to-go
+            inputs = training_inputs(batch, config, spec)
+            np.testing.assert_allclose(metrics["baseline"], np.sum(inputs.weights * inputs.returns), rtol=1e-6)
+        elif baseline in ("optimal_scalar_episodic", "optimal_per_param"):
+            np.testing.assert_allclose(metrics["baseline"], np.mean(episode_returns), rtol=1e-6)
+        agent.close()
+
+
+def test_a_batch_without_a_complete_episode_is_refused():
+    spec = KINDS["categorical_mlp"]
+    case = episodic_batch(spec, num_steps=3, num_envs=1, seed=0, mean_length=50.0)
+    assert not case.episodes
+    agent = agent_class("graph")(spec, ReinforceConfig(baseline="optimal_per_param", num_envs=1,
+                                                       num_steps=3))
+    with pytest.raises(ValueError, match="needs a complete episode.*raise ReinforceConfig.num_steps"):
+        agent.update(case.batch)
+    agent.close()
