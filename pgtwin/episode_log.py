@@ -67,8 +67,10 @@ class EpisodeLog:
         self._writer = csv.writer(self._file, lineterminator="\n")
 
     def append(self, rows: list[tuple]) -> None:
-        """Write ``rows`` (from :func:`finished_episodes`)."""
+        """Write ``rows`` (from :func:`finished_episodes`) and flush them to the OS, so a
+        reader (or a killed run's successor) sees every update's episodes."""
         self._writer.writerows(rows)
+        self._file.flush()
         self.count += len(rows)
 
     def sync(self) -> None:
