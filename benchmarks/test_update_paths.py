@@ -8,9 +8,10 @@ pytest-benchmark's table puts the two paths of one twin and size side by side::
         --benchmark-columns=min,median,mean,stddev,rounds --benchmark-sort=name
 
 On a shared machine the two paths of a group are timed one after the other, so a load
-change between them shows up as a speed difference. ``python -m benchmarks.test_update_paths``
-therefore also measures the ratio interleaved (recompute, cached, recompute, ... in one
-process) and prints the median per-pair ratio, which such drifts hardly move.
+change between them shows up as a speed difference. ``python -m benchmarks.test_update_paths
+[PAIRS]`` therefore also times them interleaved (recompute, cached, cached, recompute, ...
+in one process) by CPU time, split into collect and update, and prints the median per-pair
+ratio, which such drifts hardly move.
 In CI (``--benchmark-disable``) each body runs once, as a test.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pytest
 from pgcommon.config import UPDATE_PATHS, ReinforceConfig
 from pgcommon.envs import make_vec_env
 from pgcommon.loop import iterate_training
+from pgcommon.rollout import collect
 from pgcommon.specs import spec_for_env
 from pgtwin.twins import IMPLS, agent_class
 
@@ -58,42 +60,60 @@ def test_training_iteration(benchmark, impl, num_envs, num_steps, path):
     assert iteration.metrics["applied"]
 
 
+class Iterations:
+    """Collect + update by hand (the body of ``iterate_training``), timing the two parts."""
+
+    def __init__(self, impl: str, path: str, num_envs: int, num_steps: int):
+        self.envs = make_vec_env("CartPole-v1", num_envs, seed=0)
+        config = ReinforceConfig(num_envs=num_envs, num_steps=num_steps, update_path=path)
+        self.agent = agent_class(impl)(spec_for_env(self.envs), config, seed=0)
+        self.rng, self.state = np.random.default_rng(0), None
+        self.step(time.process_time)  # warm-up
+
+    def step(self, clock) -> tuple[float, float]:
+        """One iteration; ``(collect seconds, update seconds)`` by ``clock``."""
+        start = clock()
+        batch, self.state = collect(self.envs, self.agent.rollout_policy(), self.agent.spec,
+                                    self.agent.config.num_steps, self.rng, self.state)
+        mid = clock()
+        self.agent.update(batch)
+        return mid - start, clock() - mid
+
+
 def interleaved_ratios(pairs: int = 15) -> dict[tuple[str, int, int], dict[str, float]]:
-    """Per twin and size: median ms per iteration of each path and the median (and
-    quartiles) of the per-pair ratio cached / recompute, timing the two paths alternately,
-    by wall clock and by this process's CPU time (which other users' load disturbs less)."""
-    clocks = {"wall": time.perf_counter, "cpu": time.process_time}
+    """Per twin and size: median ms of collect, update and their total for each path, and the
+    median (and quartiles) of the per-pair ratio of totals cached / recompute, timing the two
+    paths alternately by this process's CPU time (which other users' load disturbs less than
+    the wall clock; the TF thread pools' time is included)."""
     out = {}
     for impl in IMPLS:
         for num_envs, num_steps in SIZES:
-            loops = {p: training_iterations(impl, p, num_envs, num_steps) for p in UPDATE_PATHS}
-            times = {(c, p): [] for c in clocks for p in UPDATE_PATHS}
+            runs = {p: Iterations(impl, p, num_envs, num_steps) for p in UPDATE_PATHS}
+            times = {p: [] for p in UPDATE_PATHS}
             for i in range(pairs):
                 for p in UPDATE_PATHS if i % 2 == 0 else UPDATE_PATHS[::-1]:
-                    start = {c: clock() for c, clock in clocks.items()}
-                    next(loops[p])
-                    for c, clock in clocks.items():
-                        times[c, p].append(clock() - start[c])
+                    times[p].append(runs[p].step(time.process_time))
             row = {}
-            for c in clocks:
-                ratio = np.array(times[c, "cached"]) / np.array(times[c, "recompute"])
-                row.update({f"{c}_recompute_ms": 1e3 * float(np.median(times[c, "recompute"])),
-                            f"{c}_cached_ms": 1e3 * float(np.median(times[c, "cached"])),
-                            f"{c}_ratio": float(np.median(ratio)),
-                            f"{c}_q25": float(np.quantile(ratio, 0.25)),
-                            f"{c}_q75": float(np.quantile(ratio, 0.75))})
+            for p in UPDATE_PATHS:
+                t = 1e3 * np.array(times[p])
+                row.update({f"{p}_collect": float(np.median(t[:, 0])),
+                            f"{p}_update": float(np.median(t[:, 1])),
+                            f"{p}_total": float(np.median(t.sum(axis=1)))})
+            ratio = (np.array(times["cached"]).sum(axis=1)
+                     / np.array(times["recompute"]).sum(axis=1))
+            row.update(ratio=float(np.median(ratio)), q25=float(np.quantile(ratio, 0.25)),
+                       q75=float(np.quantile(ratio, 0.75)))
             out[impl, num_envs, num_steps] = row
     return out
 
 
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 15
-    print(f"{n} interleaved pairs per row; ms are medians; ratio = cached / recompute per pair "
-          "(median, quartiles)")
-    print(f"{'twin':6} {'N x T':7} | {'wall: recompute':>15} {'cached':>7} {'ratio':>17} | "
-          f"{'cpu: recompute':>14} {'cached':>7} {'ratio':>17}")
+    print(f"{n} interleaved pairs per row; CPU ms per iteration (medians): collect + update = total;"
+          " ratio = cached / recompute total per pair (median, quartiles)")
+    print(f"{'twin':6} {'N x T':7} | {'recompute':^23} | {'cached':^23} | ratio")
     for (impl, ne, ns), r in interleaved_ratios(n).items():
-        cells = [f"{r[c + '_recompute_ms']:{w}.1f} {r[c + '_cached_ms']:7.1f} "
-                 f"{r[c + '_ratio']:5.2f} ({r[c + '_q25']:.2f}-{r[c + '_q75']:.2f})"
-                 for c, w in (("wall", 15), ("cpu", 14))]
-        print(f"{impl:6} {f'{ne}x{ns}':7} | {cells[0]} | {cells[1]}")
+        cells = [f"{r[p + '_collect']:6.1f} + {r[p + '_update']:5.1f} = {r[p + '_total']:5.1f}"
+                 for p in UPDATE_PATHS]
+        print(f"{impl:6} {f'{ne}x{ns}':7} | {cells[0]} | {cells[1]} | "
+              f"{r['ratio']:.2f} ({r['q25']:.2f}-{r['q75']:.2f})")
