@@ -1,0 +1,94 @@
+"""Twin vs twin: per-sample gradients (every method), squared norms, and every optimal
+baseline's gradient and weights after a few updates.
+
+Both twins get the same spec, weights and batch (``tests.per_sample_cases``). Rows go through
+``pgtwin.ladder`` so a failure prints each item's max abs and max relative error.
+Tolerances: float64 1e-9 relative; float32 1e-4 relative to each item's largest entry (a
+per-sample gradient near zero carries float32 rounding of the larger ones around it).
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+
+from pgcommon.config import ReinforceConfig
+from pgtwin.ladder import ParityReport, compare_arrays
+from pgtwin.twins import agent_class
+
+from tests.per_sample_cases import KINDS, MLP_KINDS, episodic_batch, random_inputs, random_weights
+
+RTOL = {"float64": 1e-9, "float32": 1e-4}
+UPDATES = 3
+
+
+def compare(report: ParityReport, rung: str, item: str, a: np.ndarray, b: np.ndarray,
+            dtype: str, context: str, atol_steps: float = 0.0) -> None:
+    scale = max(float(np.max(np.abs(a))), float(np.max(np.abs(b))), 1e-30)
+    atol = RTOL[dtype] * scale if dtype == "float32" else 0.0
+    report.add(compare_arrays(rung, item, a, b, RTOL[dtype], atol + atol_steps, context))
+
+
+def twins(spec, config, weights):
+    return [agent_class(impl)(spec, config, weights=weights) for impl in ("graph", "eager")]
+
+
+@pytest.mark.parametrize("dtype", ("float32", "float64"))
+@pytest.mark.parametrize("kind", tuple(KINDS))
+def test_per_sample_gradients_agree_across_twins(kind, dtype):
+    spec = KINDS[kind]
+    graph, eager = twins(spec, ReinforceConfig(dtype=dtype), random_weights(spec))
+    report = ParityReport()
+    methods = ("loop", "vectorized", "analytic") if kind in MLP_KINDS else ("loop", "vectorized")
+    for size in (7, 64):
+        obs, actions = random_inputs(spec, size, seed=size)
+        for method in methods:
+            if method == "loop" and size > 7:
+                continue
+            a = graph.per_sample_gradients(obs, actions, method=method)
+            b = eager.per_sample_gradients(obs, actions, method=method)
+            for name in a:
+                compare(report, "gradients", f"{method}:{name}", a[name], b[name], dtype,
+                        f"{kind} {dtype} B={size}")
+        compare(report, "gradients", "sq_norms", graph.per_sample_sq_norms(obs, actions),
+                eager.per_sample_sq_norms(obs, actions), dtype, f"{kind} {dtype} B={size}")
+    graph.close()
+    eager.close()
+    assert report.ok, report.to_table()
+
+
+BASELINE_CASES = [("categorical_mlp", "float64"), ("categorical_mlp", "float32"),
+                  ("gaussian_mlp", "float64"), ("gaussian_lstm", "float64")]
+
+
+@pytest.mark.parametrize("baseline", ("optimal_scalar", "optimal_scalar_episodic",
+                                      "optimal_per_param", "optimal_time"))
+@pytest.mark.parametrize("kind,dtype", BASELINE_CASES)
+def test_every_baseline_agrees_across_twins(kind, dtype, baseline):
+    """Same gradient on a batch, then the same weights after ``UPDATES`` Adam steps."""
+    spec = KINDS[kind]
+    config = ReinforceConfig(dtype=dtype, baseline=baseline, gamma=0.95, entropy_coef=0.01,
+                             max_grad_norm=1.0, learning_rate=1e-2, num_envs=3, num_steps=20)
+    graph, eager = twins(spec, config, random_weights(spec, seed=2))
+    batches = [episodic_batch(spec, 20, 3, seed=s).batch for s in range(UPDATES)]
+    report = ParityReport()
+    context = f"{kind} {dtype} {baseline}"
+    a, b = graph.gradients(batches[0]), eager.gradients(batches[0])
+    for name in a:
+        compare(report, "gradients", name, a[name], b[name], dtype, context)
+    for step, batch in enumerate(batches):
+        ma, mb = graph.update(batch), eager.update(batch)
+        assert ma["applied"] and mb["applied"], (ma, mb)
+        for key in ("loss", "grad_norm", "baseline"):
+            compare(report, "weights", f"{key}@{step}", np.array(ma[key]), np.array(mb[key]),
+                    dtype, context)
+    wa, wb = graph.get_weights(), eager.get_weights()
+    for name in wa:  # float32 Adam steps part by ~1e-5 of a step (pgtwin.twin_parity)
+        compare(report, "weights", name, wa[name], wb[name], dtype, context,
+                atol_steps=RTOL[dtype] * UPDATES * config.learning_rate)
+    graph.close()
+    eager.close()
+    assert report.ok, report.to_table()
