@@ -22,7 +22,7 @@ from pgcommon.specs import PolicySpec, check_weights, init_weights
 from eager import distributions, network
 from eager.loss import reinforce_loss
 from eager.optimizers import make_optimizer
-from eager.policy_call import policy_callable
+from eager.policy_call import direct_callable, policy_callable
 
 
 def checked_gradients(tape: tf.GradientTape, loss: tf.Tensor,
@@ -81,6 +81,7 @@ class ReinforceAgent:
         self._apply_fn = tf.function(self._guarded_apply_zero_loss, input_signature=grad_sig)
         # The numpy path of the same single trace, for the once-per-env-step rollout calls.
         self._dist_params_call = policy_callable(self._dist_params_fn)
+        self._train_call = None  # direct_callable(self._train_fn), traced on the first update
 
     def trace_counts(self) -> dict[str, int]:
         """How often each ``tf.function`` has been traced (1 after warm-up, never more)."""
@@ -217,7 +218,9 @@ class ReinforceAgent:
             return self._baselines().update(batch)
         if self.config.update_path == "cached":
             return self._cached().update(batch)
-        loss, norm, ent, applied = self._train_fn(*self._args(self.inputs(batch)))
+        if self._train_call is None:
+            self._train_call = direct_callable(self._train_fn)
+        loss, norm, ent, applied = self._train_call(*self._args(self.inputs(batch)))
         return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
                 "applied": bool(applied)}
 

@@ -23,7 +23,7 @@ from pgcommon.specs import PolicySpec, check_weights, init_weights
 from legacy_graph import distributions, network
 from legacy_graph.loss import reinforce_loss
 from legacy_graph.optimizers import make_optimizer
-from legacy_graph.policy_call import policy_callable
+from legacy_graph.policy_call import direct_callable, policy_callable
 
 tf1 = tf.compat.v1
 
@@ -62,6 +62,9 @@ class ReinforceAgent:
         self.session.run(self._init_op)
         self.set_weights(weights)
         self._dist_params_fn = policy_callable(self.session, self.params, self.obs_ph)
+        self._train_call = direct_callable(
+            self.session, [self.loss, self.grad_norm, self.entropy, self.applied, self.train_op],
+            [self.obs_ph, self.actions_ph, self.advantages_ph, self.weights_ph])
         self._cached_update = None  # legacy_graph.cached.CachedUpdate, built on first use
         self._per_sample = None  # legacy_graph.per_sample.PerSampleGradients, built on first use
         self._baseline_update = None  # legacy_graph.baselines.BaselineUpdate, built on first use
@@ -209,9 +212,8 @@ class ReinforceAgent:
         if self.config.update_path == "cached":
             return self._cached().update(batch)
         inputs = self.inputs(batch)
-        loss, norm, ent, applied, _ = self.session.run(
-            [self.loss, self.grad_norm, self.entropy, self.applied, self.train_op],
-            self._feed(inputs))
+        loss, norm, ent, applied, _ = self._train_call(
+            inputs.obs, inputs.actions, inputs.advantages, inputs.weights)
         return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
                 "applied": bool(applied)}
 
