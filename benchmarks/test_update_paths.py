@@ -11,12 +11,15 @@ On a shared machine the two paths of a group are timed one after the other, so a
 change between them shows up as a speed difference. ``python -m benchmarks.test_update_paths
 [PAIRS]`` therefore also times them interleaved (recompute, cached, cached, recompute, ...
 in one process) by CPU time, split into collect and update, and prints the median per-pair
-ratio, which such drifts hardly move.
+ratio, which such drifts hardly move. ``... --memory`` prints the first-iteration time and
+the peak memory growth of each path, one fresh process per configuration.
 In CI (``--benchmark-disable``) each body runs once, as a test.
 """
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
 import sys
 import time
 
@@ -107,7 +110,45 @@ def interleaved_ratios(pairs: int = 15) -> dict[tuple[str, int, int], dict[str, 
     return out
 
 
+def peak_rss_growth_mib(impl: str, path: str, hidden: int, iterations: int = 4) -> tuple[float, float]:
+    """``(seconds of the first iteration, peak RSS growth in MiB)`` over ``iterations``
+    16x128 iterations of a (hidden, hidden) MLP, from right after the agent is built.
+    Run it in a fresh process per configuration: peak RSS never goes down."""
+    envs = make_vec_env("CartPole-v1", 16, seed=0)
+    config = ReinforceConfig(num_envs=16, num_steps=128, update_path=path)
+    agent = agent_class(impl)(spec_for_env(envs, hidden=(hidden, hidden)), config, seed=0)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    loop = iterate_training(agent, envs, np.random.default_rng(0))
+    next(loop)
+    first = time.perf_counter() - start
+    for _ in range(iterations - 1):
+        next(loop)
+    return first, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+
+
+def print_memory_table(hiddens=(64, 1024)) -> None:
+    """One fresh process per (hidden, twin, path); see ``peak_rss_growth_mib``."""
+    print("16x128 CartPole-v1 iterations; first iteration (s) includes building the "
+          "cached path; peak RSS growth after the agent was built (MiB)")
+    for hidden in hiddens:
+        for impl in IMPLS:
+            for path in UPDATE_PATHS:
+                out = subprocess.run(
+                    [sys.executable, "-m", "benchmarks.test_update_paths", "--memory-one", impl,
+                     path, str(hidden)], capture_output=True, text=True, check=True).stdout
+                first, mib = map(float, out.split()[-2:])
+                print(f"hidden {hidden:5} {impl:6} {path:10} first iteration {first:6.2f} s   "
+                      f"peak RSS +{mib:5.0f} MiB")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--memory-one"]:
+        print(*peak_rss_growth_mib(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        sys.exit()
+    if sys.argv[1:2] == ["--memory"]:
+        print_memory_table()
+        sys.exit()
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 15
     print(f"{n} interleaved pairs per row; CPU ms per iteration (medians): collect + update = total;"
           " ratio = cached / recompute total per pair (median, quartiles)")
