@@ -23,8 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from pgcommon.advantages import TrainInputs
-from pgcommon.errors import RecordingMismatchError
-from pgcommon.recording import RecordedSteps
+from pgcommon.recording import RecordedSteps, recorded_inputs
 from pgcommon.rollout import Batch
 
 from eager import distributions
@@ -72,28 +71,20 @@ class CachedUpdate:
         return self.pending
 
     # -------------------------------------------------------------- update
-    def _recording_for(self, batch: Batch) -> tuple["RolloutRecording", TrainInputs]:
-        inputs = self.agent.inputs(batch)
-        if self.pending is None:
-            raise RecordingMismatchError(
-                "update_path='cached' differentiates the rollout's own forward passes, but no "
-                "rollout was recorded: collect the batch with agent.rollout_policy() first "
-                "(pgcommon.loop.iterate_training does), or use update_path='recompute'")
-        self.pending.steps.check_batch(inputs.obs, self.agent.get_weights())
-        return self.pending, inputs
-
     def gradients(self, batch: Batch) -> dict[str, np.ndarray]:
         """Gradient of the loss on the recorded ``batch`` (unclipped, not applied).
 
         Uses up the recording, as :meth:`update` does.
         """
-        recording, inputs = self._recording_for(batch)
+        recording = self.pending
+        inputs = recorded_inputs(self.agent, recording, batch)
         _, grads, _ = recording.finish(inputs)
         return {name: g.numpy() for name, g in zip(self.agent.variables, grads)}
 
     def update(self, batch: Batch) -> dict[str, Any]:
         """One optimizer step on the recorded ``batch``; the same metrics as recompute's."""
-        recording, inputs = self._recording_for(batch)
+        recording = self.pending
+        inputs = recorded_inputs(self.agent, recording, batch)
         loss, grads, ent = recording.finish(inputs)
         applied = self.apply_fn(grads, loss)
         return {"loss": float(loss), "grad_norm": float(tf.linalg.global_norm(grads)),

@@ -13,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from pgcommon import policy_inputs
+from pgcommon.advantages import TrainInputs
 from pgcommon.errors import RecordingMismatchError
+from pgcommon.rollout import Batch
 from pgcommon.specs import PolicySpec
 
 
@@ -97,3 +99,24 @@ class RecordedSteps:
                 f"the weights {changed} changed between the rollout and the update (set_weights, "
                 "restore, apply_gradients or another update ran in between): the recorded "
                 "forward passes no longer belong to the current policy")
+
+
+def recorded_inputs(agent, recording, batch: Batch) -> TrainInputs:
+    """``agent.inputs(batch)``, once ``batch`` is known to be ``recording``'s rollout.
+
+    Args:
+      agent: either twin's ``ReinforceAgent`` (``inputs``, ``get_weights``).
+      recording: the agent's latest rollout recording (anything with ``.steps``, a
+        :class:`RecordedSteps`), or None if no rollout was recorded.
+      batch: what the update was asked to train on.
+
+    Raises ``RecordingMismatchError`` (see :meth:`RecordedSteps.check_batch`).
+    """
+    inputs = agent.inputs(batch)
+    if recording is None:
+        raise RecordingMismatchError(
+            "update_path='cached' differentiates the rollout's own forward passes, but no "
+            "rollout was recorded: collect the batch with agent.rollout_policy() first "
+            "(pgcommon.loop.iterate_training does), or use update_path='recompute'")
+    recording.steps.check_batch(inputs.obs, agent.get_weights())
+    return inputs
