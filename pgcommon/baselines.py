@@ -20,6 +20,17 @@ A denominator that is exactly zero (a deterministic policy, a dead unit, an inpu
 is always 0) gives that element the mean baseline (``sum w R / sum w``, ``<R>`` or
 ``<a_l r_l>``), never NaN.
 
+Leave-one-out (a decision, see docs/baselines.md): in the three episodic estimators the
+baseline subtracted from episode e is the formula above over the OTHER episodes of the batch,
+``b^(-e)``. It is then independent of episode e, so ``E[g_e b^(-e)] = E[g_e] E[b^(-e)] = 0``
+and the estimate is exactly unbiased for independent episodes. The plug-in baseline over all
+E episodes correlates with g_e and biases the estimate by O(1/E): measured over 400 batches
+of 32 episodes, 8.5 % of the gradient (z = 5.3) for ``optimal_per_param`` and 10.6 %
+(z = 10.9) for ``optimal_time``. A lone episode gets b = 0 (nothing else to estimate it
+from). The plug-in values are what the updates log as ``baseline``. The per-step
+``optimal_scalar`` keeps the plug-in b* of one batch (its samples are not independent, so
+leaving one out would not make it exact; its bias measured within sampling error).
+
 Partial episodes (a decision, see docs/baselines.md): a batch of T steps cuts episodes at both
 edges. The episodic estimators (``optimal_scalar_episodic``, ``optimal_per_param``,
 ``optimal_time``) use only *complete* episodes, whose first and last steps are both in the
@@ -232,21 +243,50 @@ def _ratio_or(num: np.ndarray, den: np.ndarray, fallback: np.ndarray) -> np.ndar
     return np.where(den > 0, num / safe, np.broadcast_to(fallback, num.shape))
 
 
+def _others(x: np.ndarray) -> np.ndarray:
+    """``out[e] = sum_{e' != e} x[e']`` for ``x [E, ...]``, from prefix and suffix sums (no
+    cancellation: an element only episode e touches gives exactly 0 for e)."""
+    before = np.concatenate([np.zeros_like(x[:1]), _cumsum_rows(x)[:-1]])
+    after = np.concatenate([_cumsum_rows(x[::-1])[::-1][1:], np.zeros_like(x[:1])])
+    return before + after
+
+
+def _others_mean(x: np.ndarray) -> np.ndarray:
+    """``mean_{e' != e} x[e']`` for ``x [E, ...]``; 0 when there is no other episode."""
+    count = x.shape[0] - 1
+    return _others(x) / count if count > 0 else np.zeros_like(x)
+
+
+def loo_scalar_baselines(sq_norms: np.ndarray, returns: np.ndarray) -> np.ndarray:
+    """``[E]``: b* of each episode from the OTHER episodes (leave-one-out, module doc).
+
+    ``b*_e = sum_{e' != e} ||g_e'||^2 R_e' / sum_{e' != e} ||g_e'||^2``; their mean return
+    where that denominator is 0, and 0 for a lone episode.
+    """
+    n = np.asarray(sq_norms, np.float64)[:, None]
+    r = np.asarray(returns, np.float64)[:, None]
+    return _ratio_or(_others(n * r), _others(n), _others_mean(r))[:, 0]
+
+
 def per_param_ascent(scores: np.ndarray, returns: np.ndarray,
                      num_steps: int) -> tuple[np.ndarray, np.ndarray]:
     """Episodic REINFORCE with a baseline per parameter element (Peters & Schaal 2008).
+
+    ``b_h = sum g_h^2 R / sum g_h^2``, taken for each episode over the other episodes
+    (leave-one-out, module doc); where that denominator is 0, the others' mean return.
 
     Args:
       scores: float ``[E, P]``, g_e per complete episode; returns: float ``[E]``, R_e.
       num_steps: ``sum_e T_e`` (the ascent is a mean per step, see the module doc).
 
     Returns:
-      ``(ascent [P], b [P])``: ``sum_e g_e (R_e - b) / num_steps`` with
-      ``b_h = sum_e g_eh^2 R_e / sum_e g_eh^2``, or ``mean_e R_e`` where that denominator is 0.
+      ``(ascent [P], b [P])``: ``sum_e g_e (R_e - b^(-e)) / num_steps``, and the plug-in
+      ``b`` over all E episodes (the mean fallback included), for logging.
     """
     g, r = np.asarray(scores, np.float64), np.asarray(returns, np.float64)[:, None]
+    b_loo = _ratio_or(_others(g * g * r), _others(g * g), _others_mean(r))
     b = _ratio_or(np.sum(g * g * r, axis=0), np.sum(g * g, axis=0), r.mean())
-    return np.sum(g * (r - b), axis=0) / num_steps, b
+    return np.sum(g * (r - b_loo), axis=0) / num_steps, b
 
 
 def time_ascent(grads: np.ndarray, lengths: np.ndarray, discounted_rewards: np.ndarray,
@@ -256,8 +296,10 @@ def time_ascent(grads: np.ndarray, lengths: np.ndarray, discounted_rewards: np.n
     Episodes shorter than ``H = max(lengths)`` are continued with r = 0 and a frozen
     ``psi`` (module doc). For each element h, with ``psi_el = sum_{k<=min(l, T_e-1)} g_ek``::
 
-        b_l = sum_e psi_el^2 a_l r_el / sum_e psi_el^2   (sum_e a_l r_el / E where 0)
-        ascent = sum_e sum_{l<H} psi_el (a_l r_el - b_l) / num_steps
+        b_l = sum psi_l^2 a_l r_l / sum psi_l^2   (the mean of a_l r_l where that is 0)
+        ascent = sum_e sum_{l<H} psi_el (a_l r_el - b_l^(-e)) / num_steps
+
+    with ``b^(-e)`` taken over the episodes other than e (leave-one-out, module doc).
 
     Args:
       grads: float ``[M, P]`` per-sample gradients, rows episode after episode, each in
@@ -265,33 +307,39 @@ def time_ascent(grads: np.ndarray, lengths: np.ndarray, discounted_rewards: np.n
       discounted_rewards: float ``[M]``, ``a_l r_l`` in the same row order.
 
     Returns:
-      ``(ascent [P], b [H, P])``.
+      ``(ascent [P], b [H, P])``, b the plug-in over all E episodes, for logging.
     """
     lengths = np.asarray(lengths, np.int64)
     horizon, num_episodes, width = int(lengths.max()), lengths.size, grads.shape[1]
     ar = np.asarray(discounted_rewards, np.float64)
+    blocks = _blocks(lengths)
     psi = np.empty(grads.shape)
-    num, den = np.zeros((horizon, width)), np.zeros((horizon, width))
-    frozen = np.zeros((horizon + 1, width))  # frozen[T_e] += psi_end^2 of episode e
-    mean_ar = np.zeros((horizon, 1))
-    for block, n in zip(_blocks(lengths), lengths):
+    for block in blocks:
         psi[block] = _cumsum_rows(np.asarray(grads[block], np.float64))
-        sq = psi[block] ** 2
-        num[:n] += sq * ar[block, None]
-        den[:n] += sq
-        frozen[n] += sq[-1]
-        mean_ar[:n, 0] += ar[block] / num_episodes
-    # An episode that ended (T_e <= l) keeps psi_end and r = 0: it adds psi_end^2 to every
-    # denominator from l = T_e on ...
-    den += _cumsum_rows(frozen)[:horizon]
-    b = _ratio_or(num, den, mean_ar)
-    # ... and meets b_l for l = T_e .. H-1 in the ascent: a suffix sum of b.
-    b_from = np.concatenate([_cumsum_rows(b[::-1])[::-1], np.zeros((1, width))])
+
+    def own(block: slice, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One episode's padded terms ``[H, P]``: psi^2 a r, psi^2, and a r ``[H, 1]``."""
+        sq = np.concatenate([psi[block] ** 2, np.repeat(psi[block.stop - 1:block.stop] ** 2,
+                                                        horizon - n, axis=0)])
+        r = np.zeros((horizon, 1))
+        r[:n, 0] = ar[block]
+        return sq * r, sq, r
+
+    num, den = np.zeros((horizon, width)), np.zeros((horizon, width))
+    sum_ar = np.zeros((horizon, 1))
+    for block, n in zip(blocks, lengths):
+        terms = own(block, n)
+        num, den, sum_ar = num + terms[0], den + terms[1], sum_ar + terms[2]
     total = np.zeros(width)
-    for block, n in zip(_blocks(lengths), lengths):
+    others = max(num_episodes - 1, 1)
+    for block, n in zip(blocks, lengths):
+        own_num, own_den, own_ar = own(block, n)
+        fallback = (sum_ar - own_ar) / others if num_episodes > 1 else np.zeros_like(own_ar)
+        # Subtracting the own terms leaves exactly 0 where no other episode contributes.
+        b = _ratio_or(num - own_num, den - own_den, fallback)
         total += np.sum(psi[block] * (ar[block, None] - b[:n]), axis=0)
-        total -= psi[block.stop - 1] * b_from[n]
-    return total / num_steps, b
+        total -= psi[block.stop - 1] * np.sum(b[n:], axis=0)  # frozen psi, r = 0
+    return total / num_steps, _ratio_or(num, den, sum_ar / num_episodes)
 
 
 # ----------------------------------------------------------------------------- estimate
@@ -302,13 +350,14 @@ class EpisodicEstimate:
     inputs: TrainInputs
     """Flat inputs over the whole batch with ``weights = 1 / sum_e T_e`` on complete-episode
     steps (0 elsewhere) and ``advantages = R_e - b*`` there (``optimal_scalar_episodic``: an
-    ordinary backward pass of this loss is the update) or ``R_e - <R>`` (the others: only
-    the reported loss uses it)."""
+    ordinary backward pass of this loss is the update; b* leave-one-out) or ``R_e - <R>``
+    (the others: only the reported loss uses it)."""
     ascent: Grads | None
     """``optimal_per_param`` / ``optimal_time``: the ascent direction (+grad J estimate)
     by weight name; None for ``optimal_scalar_episodic``."""
     baseline: float
-    """b*, or the mean of the per-element baselines (for logging)."""
+    """The plug-in b* over all episodes, or the mean of the per-element plug-in baselines
+    (for logging)."""
     num_episodes: int
     """E, the complete episodes the estimate uses."""
 
@@ -356,13 +405,14 @@ def episodic_estimate(batch: Batch, config, spec,
     else:
         scores = episode_scores(grads, lengths)
         if config.baseline == "optimal_scalar_episodic":
-            b = np.float64(optimal_scalar_baseline(np.sum(scores ** 2, axis=1), returns))
+            sq_norms = np.sum(scores ** 2, axis=1)
+            b = np.float64(optimal_scalar_baseline(sq_norms, returns))
+            b_loo = loo_scalar_baselines(sq_norms, returns)
         else:
             ascent, b = per_param_ascent(scores, returns, num_steps)
     baseline = float(np.mean(b))
-    centre = baseline if ascent is None else returns.mean()
     advantages = np.zeros(inputs.batch_size)
-    advantages[used] = returns[episode] - centre
+    advantages[used] = returns[episode] - (b_loo[episode] if ascent is None else returns.mean())
     weights = np.zeros(inputs.batch_size)
     weights[used] = 1.0 / num_steps
     dtype = inputs.weights.dtype

@@ -1,0 +1,184 @@
+"""How much each baseline lowers the variance of the REINFORCE gradient estimate: a measurement.
+
+For a fixed policy, many independent batches are collected (every batch starts from reset
+envs with its own seed) and each baseline's estimate of the ascent direction (``-gradients``)
+is computed on every batch. Reported per estimator: the trace of the covariance of the
+estimate over batches, its standard error, and its excess over the mean baseline of the same
+family, paired batch by batch (the same batches feed every estimator, which makes the
+difference far more precise than either trace):
+
+* per step (``none``, ``mean``, ``optimal_scalar``): ``sum_i w_i g_i (R_i - b)``;
+* episodic (``optimal_scalar_episodic``, ``optimal_per_param``, ``optimal_time``), against
+  ``episodic_mean``: ``sum_e g_e (R_e - <R>) / sum_e T_e`` over the complete episodes.
+
+Returns are not normalised (``normalize_returns=False``) so that every estimator estimates
+the gradient itself. Run ``python -m pgtwin.baseline_variance --help``; the figures of
+docs/baselines.md come from it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+
+from pgcommon import baselines as bl
+from pgcommon.config import BASELINES, ReinforceConfig
+from pgcommon.envs import make_vec_env
+from pgcommon.rollout import Batch, RolloutState, collect
+from pgcommon.specs import PolicySpec, init_weights, spec_for_env
+from pgtwin.twins import agent_class
+
+FAMILIES = {"none": "mean", "mean": "mean", "optimal_scalar": "mean",
+            "episodic_mean": "episodic_mean", "optimal_scalar_episodic": "episodic_mean",
+            "optimal_per_param": "episodic_mean", "optimal_time": "episodic_mean"}
+"""Each estimator's reference: the mean baseline of its own family."""
+ESTIMATORS = tuple(FAMILIES)
+
+
+def episodic_mean_ascent(agent, batch: Batch) -> np.ndarray:
+    """``[P]``: episodic REINFORCE with the mean baseline, ``sum_e g_e (R_e - <R>) / sum_e T_e``."""
+    segs = bl.segments(batch, agent.config.gamma)
+    order = segs.episode_order()
+    lengths = segs.lengths[segs.complete]
+    obs = batch.obs.reshape(-1, *batch.obs.shape[2:])[order]
+    actions = batch.actions.reshape(-1, *batch.actions.shape[2:])[order]
+    grads = agent.per_sample_gradients(obs, actions, bl.per_sample_method(agent.spec.torso))
+    scores = bl.episode_scores(bl.flatten(grads), lengths)
+    returns = segs.returns[segs.complete]
+    return np.sum(scores * (returns - returns.mean())[:, None], axis=0) / lengths.sum()
+
+
+def gradient_estimates(spec: PolicySpec, config: ReinforceConfig, weights: dict[str, np.ndarray],
+                       batches: list[Batch], impl: str = "graph",
+                       estimators: tuple[str, ...] = ESTIMATORS) -> dict[str, np.ndarray]:
+    """``{estimator: [num_batches, P]}``: each estimator's ascent direction on each batch."""
+    agents = {b: agent_class(impl)(spec, config.replace(baseline=b), weights=weights)
+              for b in estimators if b in BASELINES}
+    if "episodic_mean" in estimators:
+        agents["episodic_mean"] = agents.get("none") or agent_class(impl)(
+            spec, config.replace(baseline="none"), weights=weights)
+    out: dict[str, list[np.ndarray]] = {b: [] for b in estimators}
+    for batch in batches:
+        for name in estimators:
+            agent = agents[name]
+            if name == "episodic_mean":
+                out[name].append(episodic_mean_ascent(agent, batch))
+            else:
+                out[name].append(-bl.flatten({n: g[None] for n, g in agent.gradients(batch).items()})[0])
+    for agent in {id(a): a for a in agents.values()}.values():  # episodic_mean may share one
+        agent.close()
+    return {name: np.stack(rows) for name, rows in out.items()}
+
+
+def trace_of_covariance(x: np.ndarray) -> tuple[float, float]:
+    """``(tr Cov, standard error)`` of the rows of ``x [n, P]`` (unbiased, n - 1)."""
+    n = x.shape[0]
+    d = np.sum((x - x.mean(axis=0)) ** 2, axis=1) * n / (n - 1)
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(n))
+
+
+def paired_excess(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """``(tr Cov(x) - tr Cov(y), standard error)`` over the same batches (paired)."""
+    n = x.shape[0]
+    d = (np.sum((x - x.mean(0)) ** 2, axis=1) - np.sum((y - y.mean(0)) ** 2, axis=1)) * n / (n - 1)
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(n))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One estimator's line of the report."""
+
+    estimator: str
+    trace: float
+    trace_se: float
+    excess: float
+    """tr Cov minus that of the family's mean baseline (paired), and its standard error:"""
+    excess_se: float
+    mean_norm: float
+    """``||mean estimate||``: how large the gradient itself is, for scale."""
+
+
+def report(estimates: dict[str, np.ndarray]) -> list[Row]:
+    """The rows for ``estimates`` (each estimator against its family's mean baseline)."""
+    rows = []
+    for name, x in estimates.items():
+        ref = FAMILIES[name]
+        excess, excess_se = paired_excess(x, estimates[ref]) if ref in estimates else (np.nan, np.nan)
+        rows.append(Row(name, *trace_of_covariance(x), excess, excess_se,
+                        float(np.linalg.norm(x.mean(axis=0)))))
+    return rows
+
+
+def to_markdown(rows: list[Row]) -> str:
+    """A markdown table of ``rows``; ratios are to the family's mean baseline."""
+    traces = {r.estimator: r.trace for r in rows}
+    lines = ["| estimator | tr Cov | ± s.e. | ratio to family mean | paired excess ± s.e. | ‖mean‖ |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = r.trace / traces[FAMILIES[r.estimator]]
+        lines.append(f"| {r.estimator} | {r.trace:.4g} | {r.trace_se:.2g} | {ratio:.3f} | "
+                     f"{r.excess:+.3g} ± {r.excess_se:.2g} | {r.mean_norm:.3g} |")
+    return "\n".join(lines)
+
+
+def independent_batches(env_id: str, spec: PolicySpec, policy_fn, num_batches: int,
+                        num_envs: int, num_steps: int, seed: int = 0, history: int = 1) -> list[Batch]:
+    """``num_batches`` batches, each from envs reset with its own seeds and its own action RNG."""
+    envs = make_vec_env(env_id, num_envs, seed=seed, history=history)
+    try:
+        batches = []
+        for k in range(num_batches):
+            state = RolloutState.start(envs, seed=seed + 1000 * (k + 1))
+            batch, _ = collect(envs, policy_fn, spec, num_steps, np.random.default_rng(seed + k),
+                               state)
+            batches.append(batch)
+        return batches
+    finally:
+        envs.close()
+
+
+def measure(env_id: str, num_batches: int, num_envs: int, num_steps: int, gamma: float = 0.99,
+            hidden: tuple[int, ...] = (64, 64), seed: int = 0, impl: str = "graph") -> list[Row]:
+    """The report for ``env_id`` under its initial policy (``init_weights(spec, seed)``)."""
+    envs = make_vec_env(env_id, 1, seed=seed)
+    spec = spec_for_env(envs, hidden=hidden)
+    envs.close()
+    weights = init_weights(spec, seed)
+    config = ReinforceConfig(gamma=gamma, normalize_returns=False, num_envs=num_envs,
+                             num_steps=num_steps)
+    policy = agent_class(impl)(spec, config, weights=weights)
+    batches = independent_batches(env_id, spec, policy.dist_params, num_batches, num_envs,
+                                  num_steps, seed)
+    policy.close()
+    return report(gradient_estimates(spec, config, weights, batches, impl))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pgtwin.baseline_variance",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--num-steps", type=int, default=128)
+    parser.add_argument("--gamma", type=float, default=0.99)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--impl", choices=("graph", "eager"), default="graph")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    rows = measure(args.env, args.batches, args.num_envs, args.num_steps, args.gamma,
+                   seed=args.seed, impl=args.impl)
+    print(f"{args.env}: {args.batches} batches of N={args.num_envs} x T={args.num_steps}, "
+          f"gamma={args.gamma}, initial policy (seed {args.seed}), {args.impl} twin, "
+          f"{time.perf_counter() - start:.0f} s\n")
+    print(to_markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
