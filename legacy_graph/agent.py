@@ -63,8 +63,9 @@ class ReinforceAgent:
         self.set_weights(weights)
         self._dist_params_fn = policy_callable(self.session, self.params, self.obs_ph)
         self._train_call = direct_callable(
-            self.session, [self.loss, self.grad_norm, self.entropy, self.applied, self.train_op],
-            [self.obs_ph, self.actions_ph, self.advantages_ph, self.weights_ph])
+            self.session, [self.loss, self.grad_norm, self.entropy, self.applied],
+            [self.obs_ph, self.actions_ph, self.advantages_ph, self.weights_ph],
+            targets=[self.train_op])
         self._cached_update = None  # legacy_graph.cached.CachedUpdate, built on first use
         self._per_sample = None  # legacy_graph.per_sample.PerSampleGradients, built on first use
         self._baseline_update = None  # legacy_graph.baselines.BaselineUpdate, built on first use
@@ -212,7 +213,7 @@ class ReinforceAgent:
         if self.config.update_path == "cached":
             return self._cached().update(batch)
         inputs = self.inputs(batch)
-        loss, norm, ent, applied, _ = self._train_call(
+        loss, norm, ent, applied = self._train_call(
             inputs.obs, inputs.actions, inputs.advantages, inputs.weights)
         return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
                 "applied": bool(applied)}

@@ -2,16 +2,18 @@
 
 A rollout calls the policy once per env step on a few dozen observations, so the fixed cost
 of a call, not its arithmetic, bounds env-steps per second; the update pays the same fixed
-cost once per batch. ``Session.make_callable`` skips ``Session.run``'s parsing of feeds and
-fetches on every call. The policy also runs with ``RunOptions(inter_op_thread_pool=-1)``:
-its few ops run in the caller's thread instead of being handed one by one to the inter-op
-pool (TensorFlow recommends it for exactly such small graphs); together these take the
-policy call from ~120 us to ~60 us. Mirrors ``eager/policy_call.py``, which calls the traced
-function directly and runs the policy on the single-threaded executor.
+cost once per batch. ``Session.run`` (and ``make_callable`` with feeds, which delegates to it)
+parses its feeds and fetches in Python on every call, ~100 us. A session *callable*
+(``Session::MakeCallable``, which ``Session._make_callable_from_options`` wraps, as Keras'
+TF1 backend used it) fixes feeds, fetches and run options once; a call then only converts the
+arrays. The policy also runs with ``inter_op_thread_pool=-1``: its few ops run in the
+caller's thread instead of being handed one by one to the inter-op pool (TensorFlow
+recommends it for exactly such small graphs). Together they take the policy call from ~120 us
+to ~30 us. Mirrors ``eager/policy_call.py``, which calls the traced function directly and
+runs the policy on the single-threaded executor.
 """
 from __future__ import annotations
 
-import functools
 from typing import Callable, Sequence
 
 import numpy as np
@@ -20,23 +22,27 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 
 
-def direct_callable(session: tf1.Session, fetches: Sequence[tf.Tensor | tf.Operation],
-                    feeds: Sequence[tf.Tensor], caller_thread: bool = False,
-                    ) -> Callable[..., list]:
-    """``call(*arrays) -> [value, ...]``: ``fetches`` given ``feeds`` in ``session``.
+def direct_callable(session: tf1.Session, fetches: Sequence[tf.Tensor],
+                    feeds: Sequence[tf.Tensor], targets: Sequence[tf.Operation] = (),
+                    caller_thread: bool = False) -> Callable[..., list[np.ndarray]]:
+    """``call(*arrays) -> [array, ...]``: ``fetches`` given ``feeds``, running ``targets`` too.
 
     Args:
       session: the session holding the graph.
-      fetches: tensors (values returned) and ops (None returned), in order.
+      fetches: tensors whose values ``call`` returns, in order.
       feeds: placeholders; ``call`` takes one array per placeholder, in order, each already
         of the placeholder's dtype (validate first, e.g. ``pgcommon.policy_inputs``).
+      targets: ops run in the same step (e.g. the train op); they return nothing.
       caller_thread: run the ops in the calling thread (for small graphs only).
     """
-    fetches, feeds = list(fetches), list(feeds)
-    if not caller_thread:
-        return session.make_callable(fetches, feeds)
-    callable_ = session.make_callable(fetches, feeds, accept_options=True)
-    return functools.partial(callable_, options=tf1.RunOptions(inter_op_thread_pool=-1))
+    run_options = tf1.RunOptions(inter_op_thread_pool=-1) if caller_thread else None
+    direct = _session_callable(session, fetches, feeds, targets, run_options)
+    if direct is not None:
+        return direct
+    # The public path, for a TensorFlow without the pieces ``_session_callable`` uses.
+    callable_ = session.make_callable([list(fetches), list(targets)], list(feeds),
+                                      accept_options=True)
+    return lambda *arrays: callable_(*arrays, options=run_options)[0]
 
 
 def policy_callable(session: tf1.Session, fetch: tf.Tensor, feed: tf.Tensor,
@@ -49,3 +55,31 @@ def policy_callable(session: tf1.Session, fetch: tf.Tensor, feed: tf.Tensor,
     """
     call = direct_callable(session, [fetch], [feed], caller_thread=True)
     return lambda obs: call(obs)[0]
+
+
+def _session_callable(session, fetches, feeds, targets, run_options):
+    """A ``Session::MakeCallable`` handle called through ``TF_SessionRunCallable``, as
+    ``Session._make_callable_from_options`` does, or None if this TensorFlow lacks the pieces.
+
+    Not through that method's wrapper object: its ``__del__`` runs at interpreter exit, after
+    the module it needs is gone, and prints an error. The handle needs no release: the
+    session frees its callables when it is closed.
+    """
+    try:
+        from tensorflow.core.protobuf import config_pb2
+        from tensorflow.python.client import pywrap_tf_session as tf_session
+        options = config_pb2.CallableOptions(
+            feed=[t.name for t in feeds], fetch=[t.name for t in fetches],
+            target=[op.name for op in targets])
+        if run_options is not None:
+            options.run_options.CopyFrom(run_options)
+        session._extend_graph()  # noqa: SLF001  (the graph's latest nodes into the runtime)
+        buffer = tf_session.TF_NewBufferFromString(options.SerializeToString())
+        try:
+            handle = tf_session.TF_SessionMakeCallable(session._session, buffer)  # noqa: SLF001
+        finally:
+            tf_session.TF_DeleteBuffer(buffer)
+        run = tf_session.TF_SessionRunCallable
+    except (ImportError, AttributeError):
+        return None
+    return lambda *arrays: run(session._session, handle, arrays, None)  # noqa: SLF001
