@@ -9,7 +9,7 @@ pytest-benchmark's table puts the two paths of one twin and size side by side::
 
 On a shared machine the two paths of a group are timed one after the other, so a load
 change between them shows up as a speed difference. ``python -m benchmarks.test_update_paths
-[PAIRS]`` therefore also times them interleaved (recompute, cached, cached, recompute, ...
+[PAIRS [HIDDEN]]`` therefore also times them interleaved (recompute, cached, cached, recompute, ...
 in one process) by CPU time, split into collect and update, and prints the median per-pair
 ratio, which such drifts hardly move. ``... --memory`` prints the first-iteration time and
 the peak memory growth of each path, one fresh process per configuration.
@@ -66,10 +66,11 @@ def test_training_iteration(benchmark, impl, num_envs, num_steps, path):
 class Iterations:
     """Collect + update by hand (the body of ``iterate_training``), timing the two parts."""
 
-    def __init__(self, impl: str, path: str, num_envs: int, num_steps: int):
+    def __init__(self, impl: str, path: str, num_envs: int, num_steps: int, hidden: int = 64):
         self.envs = make_vec_env("CartPole-v1", num_envs, seed=0)
         config = ReinforceConfig(num_envs=num_envs, num_steps=num_steps, update_path=path)
-        self.agent = agent_class(impl)(spec_for_env(self.envs), config, seed=0)
+        spec = spec_for_env(self.envs, hidden=(hidden, hidden))
+        self.agent = agent_class(impl)(spec, config, seed=0)
         self.rng, self.state = np.random.default_rng(0), None
         self.step(time.process_time)  # warm-up
 
@@ -83,7 +84,8 @@ class Iterations:
         return mid - start, clock() - mid
 
 
-def interleaved_ratios(pairs: int = 15) -> dict[tuple[str, int, int], dict[str, float]]:
+def interleaved_ratios(pairs: int = 15, hidden: int = 64,
+                       ) -> dict[tuple[str, int, int], dict[str, float]]:
     """Per twin and size: median ms of collect, update and their total for each path, and the
     median (and quartiles) of the per-pair ratio of totals cached / recompute, timing the two
     paths alternately by this process's CPU time (which other users' load disturbs less than
@@ -91,7 +93,7 @@ def interleaved_ratios(pairs: int = 15) -> dict[tuple[str, int, int], dict[str, 
     out = {}
     for impl in IMPLS:
         for num_envs, num_steps in SIZES:
-            runs = {p: Iterations(impl, p, num_envs, num_steps) for p in UPDATE_PATHS}
+            runs = {p: Iterations(impl, p, num_envs, num_steps, hidden) for p in UPDATE_PATHS}
             times = {p: [] for p in UPDATE_PATHS}
             for i in range(pairs):
                 for p in UPDATE_PATHS if i % 2 == 0 else UPDATE_PATHS[::-1]:
@@ -150,10 +152,11 @@ if __name__ == "__main__":
         print_memory_table()
         sys.exit()
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 15
-    print(f"{n} interleaved pairs per row; CPU ms per iteration (medians): collect + update = total;"
+    hidden = int(sys.argv[2]) if len(sys.argv) > 2 else 64
+    print(f"MLP ({hidden}, {hidden}); {n} interleaved pairs per row; CPU ms per iteration (medians): collect + update = total;"
           " ratio = cached / recompute total per pair (median, quartiles)")
     print(f"{'twin':6} {'N x T':7} | {'recompute':^23} | {'cached':^23} | ratio")
-    for (impl, ne, ns), r in interleaved_ratios(n).items():
+    for (impl, ne, ns), r in interleaved_ratios(n, hidden).items():
         cells = [f"{r[p + '_collect']:6.1f} + {r[p + '_update']:5.1f} = {r[p + '_total']:5.1f}"
                  for p in UPDATE_PATHS]
         print(f"{impl:6} {f'{ne}x{ns}':7} | {cells[0]} | {cells[1]} | "
