@@ -1,0 +1,117 @@
+"""Per-sample gradients and the optimal-scalar update: what they cost against one gradient.
+
+Groups (``pgtwin bench`` reports each figure as a ratio to the group's first entry):
+
+``per-sample: <twin> <kind> B=<n>``  ``aggregated`` (one gradient of the summed loss, fetched
+    as numpy: the reference), then ``vectorized``, ``analytic``, ``sq_norms`` and ``loop``
+    (one gradient per sample) through the agent's public methods, numpy out;
+``update baseline: <twin> B=<n>``  ``agent.update`` with ``none`` (the reference), then
+    ``optimal_scalar`` (ghost norms + b* + one backward pass) and, at B = 2048, the episodic
+    baselines (per-sample gradients to numpy + the shared formulas).
+
+``twin`` is ``graph`` (TF1 Session) or ``eager`` (the eager twin's ``tf.function``s). The
+CartPole MLP (64, 64) runs at B = 32, 256 and 2048, the LSTM (K = 8, BatteryArbitrage) at
+B = 256 and 2048. ``loop`` at B = 2048 is timed in a single round (about a second per
+round in the graph twin): ``benchmark.pedantic(rounds=1)``. In CI (``--benchmark-disable``)
+every body runs once, as a test.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.conftest import SEED, kind_spec, obs_batch, rollout_batch
+from pgcommon.config import ReinforceConfig
+from pgcommon.specs import init_weights
+from pgtwin.twins import agent_class
+
+_AGENTS: dict[tuple, object] = {}
+
+
+def agent(impl: str, kind_name: str, baseline: str = "none"):
+    """One agent per (twin, kind, baseline), at the initial weights (reset on every call)."""
+    _, spec = kind_spec(kind_name)
+    weights = init_weights(spec, SEED)
+    key = (impl, kind_name, baseline)
+    if key not in _AGENTS:
+        _AGENTS[key] = agent_class(impl)(spec, ReinforceConfig(baseline=baseline), weights=weights)
+    _AGENTS[key].set_weights(weights)
+    return _AGENTS[key]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close():
+    yield
+    for a in _AGENTS.values():
+        a.close()
+    _AGENTS.clear()
+
+
+def aggregated(a):
+    """``(obs, actions) -> {name: grad}``: one gradient of the REINFORCE loss over the batch."""
+    if a.impl == "graph":
+        fn = a.session.make_callable(a.grads, [a.obs_ph, a.actions_ph, a.advantages_ph,
+                                               a.weights_ph])
+        return lambda obs, act, adv, w: dict(zip(a.variables, fn(obs, act, adv, w)))
+    return lambda obs, act, adv, w: {n: g.numpy() for n, g in
+                                     zip(a.variables, a._loss_fn(obs, act, adv, w)[1])}  # noqa: SLF001
+
+
+def inputs(spec, size: int):
+    rng = np.random.default_rng(SEED)
+    actions = (rng.integers(0, spec.action_size, size) if spec.is_discrete
+               else rng.standard_normal((size, spec.action_size)).astype(spec.np_dtype))
+    return obs_batch(spec, size), actions
+
+
+PER_SAMPLE_CASES = [(impl, kind, size, method)
+                    for kind, sizes in (("categorical_mlp", (32, 256, 2048)),
+                                        ("gaussian_lstm", (256, 2048)))
+                    for size in sizes for impl in ("graph", "eager")
+                    for method in ("aggregated", "vectorized", "analytic", "sq_norms", "loop")
+                    if not (kind == "gaussian_lstm" and method in ("analytic", "loop"))]
+
+
+@pytest.mark.parametrize("impl,kind_name,batch_size,method", PER_SAMPLE_CASES)
+def test_per_sample(benchmark, impl, kind_name, batch_size, method):
+    a = agent(impl, kind_name)
+    obs, actions = inputs(a.spec, batch_size)
+    benchmark.group = f"per-sample: {impl} {kind_name} B={batch_size}"
+    benchmark.extra_info.update(label=method, twin=impl, kind=kind_name, batch_size=batch_size)
+    if method == "aggregated":
+        fn = aggregated(a)
+        adv = np.ones(batch_size, a.spec.np_dtype)
+        w = np.full(batch_size, 1.0 / batch_size, a.spec.np_dtype)
+        call = lambda: fn(obs, actions, adv, w)  # noqa: E731
+    elif method == "sq_norms":
+        call = lambda: a.per_sample_sq_norms(obs, actions)  # noqa: E731
+    else:
+        call = lambda: a.per_sample_gradients(obs, actions, method)  # noqa: E731
+    call()  # warm-up: builds the ops / traces the function once
+    if method == "loop" and batch_size > 256:
+        out = benchmark.pedantic(call, rounds=1, iterations=1)
+    else:
+        out = benchmark(call)
+    if method == "sq_norms":
+        assert out.shape == (batch_size,)
+    else:
+        assert all(np.isfinite(g).all() for g in out.values())
+    if impl == "eager":
+        assert set(a._per_sample_ops().trace_counts().values()) <= {1}  # noqa: SLF001
+
+
+UPDATE_CASES = [(impl, size, baseline) for size in (32, 256, 2048) for impl in ("graph", "eager")
+                for baseline in ("none", "optimal_scalar", "optimal_scalar_episodic",
+                                 "optimal_per_param", "optimal_time")
+                if size == 2048 or baseline in ("none", "optimal_scalar")]
+
+
+@pytest.mark.parametrize("impl,batch_size,baseline", UPDATE_CASES)
+def test_update_baseline(benchmark, impl, batch_size, baseline):
+    a = agent(impl, "categorical_mlp", baseline)
+    batch = rollout_batch("categorical_mlp", batch_size)
+    benchmark.group = f"update baseline: {impl} B={batch_size}"
+    benchmark.extra_info.update(label=baseline, twin=impl, batch_size=batch_size)
+    a.update(batch)  # warm-up
+    metrics = benchmark(a.update, batch)
+    assert metrics["applied"], metrics
