@@ -2,7 +2,9 @@
 
 Mirrors ``legacy_graph/agent.py`` method for method. Hot paths are ``tf.function``s with
 input signatures (a dynamic batch dimension), so they trace once and never again; the
-trace counts are exposed for tests (``trace_counts``).
+trace counts are exposed for tests (``trace_counts``). The rollout's policy call and the
+update call their single trace directly, without ``tf.function``'s per-call Python
+(``eager/policy_call.py``).
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 Mirrors ``eager/agent.py`` method for method. Everything lives in the agent's own graph and
 session, so this twin runs in the same process as the eager one without
-``disable_eager_execution()``. Hot paths go through ``Session.make_callable``, which skips
+``disable_eager_execution()``. The hot paths (the rollout's policy call and the update) go
+through session callables fixed once (``legacy_graph/policy_call.py``), which skip
 ``Session.run``'s per-call feed/fetch parsing.
 """
 from __future__ import annotations
