@@ -205,18 +205,23 @@ def train(settings: RunSettings, resume: bool = False,
     paths = run_paths(settings.logdir)
     envs = make_vec_env(settings.env_id, settings.config.num_envs, settings.seed,
                         settings.history)
-    spec = spec_for_env(envs, settings.torso, settings.hidden, dtype=settings.config.dtype)
-    agent = agent_class(settings.impl)(spec, settings.config, seed=settings.seed)
-    rng = sampling_rng(settings.seed)
-    run = _Run(settings, paths, agent, envs, rng, say)
+    agent = run = None
     try:
+        spec = spec_for_env(envs, settings.torso, settings.hidden, dtype=settings.config.dtype)
+        agent = agent_class(settings.impl)(spec, settings.config, seed=settings.seed)
+        run = _Run(settings, paths, agent, envs, sampling_rng(settings.seed), say)
         if resume:
             run.resume()
         else:
             run.start()
         return run.loop()
     finally:
-        run.close()
+        if run is not None:
+            run.close()
+        else:
+            envs.close()
+            if agent is not None:
+                agent.close()
 
 
 class _Run:
@@ -281,7 +286,10 @@ class _Run:
         self.envs, self.state, self.progress = run_checkpoint.restore(
             ckpt.path, doc, self.agent, self.envs, self.rng)
         self.recent.extend(self.progress.recent_returns)
-        self.log = EpisodeLog(self.paths["episodes"], keep=self.progress.episodes)
+        try:
+            self.log = EpisodeLog(self.paths["episodes"], keep=self.progress.episodes)
+        except ValueError as err:
+            raise TrainingError(f"cannot resume {ckpt.path}: {err}") from err
         self.last_checkpoint = self.resumed_from = ckpt.path
         how = ("exactly (env state restored)" if doc["env"] == "snapshot" else
                "with reseeded envs (this env's state cannot be checkpointed)")

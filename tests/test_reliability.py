@@ -107,6 +107,7 @@ def runs(tmp_path_factory):
             "killed_err": _finish(resume_proc), "corrupt_err": _finish(corrupt_proc)}
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_equals_an_uninterrupted_run(runs):
     after_kill, last = runs["after_kill"], runs["after_kill"]["last"]
     # Killed mid-run: it never reached the end, where weights.npz is written.
@@ -119,6 +120,7 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(runs):
     _same_weights(runs["reference"], runs["killed"])
 
 
+@pytest.mark.slow
 def test_a_corrupted_checkpoint_is_refused_and_the_previous_one_used(runs):
     run, err = runs["corrupt"], runs["corrupt_err"]
     newest = checkpoints.checkpoint_path(os.path.join(run, "checkpoints"), UPDATES)
