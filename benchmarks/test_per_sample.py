@@ -34,7 +34,9 @@ def agent(impl: str, kind_name: str, baseline: str = "none"):
     weights = init_weights(spec, SEED)
     key = (impl, kind_name, baseline)
     if key not in _AGENTS:
-        _AGENTS[key] = agent_class(impl)(spec, ReinforceConfig(baseline=baseline), weights=weights)
+        # lr 1e-6: hundreds of rounds on one batch must not drive the policy to log pi = -inf
+        config = ReinforceConfig(baseline=baseline, learning_rate=1e-6)
+        _AGENTS[key] = agent_class(impl)(spec, config, weights=weights)
     _AGENTS[key].set_weights(weights)
     return _AGENTS[key]
 

@@ -8,6 +8,7 @@ update call their single trace directly, without ``tf.function``'s per-call Pyth
 """
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -76,11 +77,15 @@ class ReinforceAgent:
         s = self._signatures()
         batch_sig = [s["obs"], s["actions"], s["vector"], s["vector"]]
         grad_sig = [[tf.TensorSpec(v.shape, v.dtype) for v in self.variables.values()]]
-        self._dist_params_fn = tf.function(self._params, input_signature=[s["obs"]])
-        self._log_prob_fn = tf.function(self._log_prob, input_signature=[s["obs"], s["actions"]])
-        self._loss_fn = tf.function(self._loss_and_grads, input_signature=batch_sig)
-        self._train_fn = tf.function(self._train_step, input_signature=batch_sig)
-        self._apply_fn = tf.function(self._guarded_apply_zero_loss, input_signature=grad_sig)
+        # No AutoGraph: these bodies branch on tensors only through explicit tf.cond, and
+        # converting them (and the Keras optimizer code they call) is about a second of
+        # start-up, most of a CartPole run's set-up time.
+        function = functools.partial(tf.function, autograph=False)
+        self._dist_params_fn = function(self._params, input_signature=[s["obs"]])
+        self._log_prob_fn = function(self._log_prob, input_signature=[s["obs"], s["actions"]])
+        self._loss_fn = function(self._loss_and_grads, input_signature=batch_sig)
+        self._train_fn = function(self._train_step, input_signature=batch_sig)
+        self._apply_fn = function(self._guarded_apply_zero_loss, input_signature=grad_sig)
         # The numpy path of the same single trace, for the once-per-env-step rollout calls.
         self._dist_params_call = policy_callable(self._dist_params_fn)
         self._train_call = None  # direct_callable(self._train_fn), traced on the first update
@@ -161,7 +166,8 @@ class ReinforceAgent:
         """``{name: [B, *shape]}``: the gradient of each ``log pi(a_i|s_i)``, not summed.
 
         ``method``: ``vectorized`` (pfor), ``analytic`` (MLP: one backward pass) or ``loop``
-        (one tape per sample; the slow reference). See ``eager/per_sample.py``.
+        (one eager tape per sample; the slow reference). See ``eager/per_sample.py``. The arrays
+        are read-only views of TensorFlow's buffers (no copy).
         """
         return self._per_sample_ops().gradients(obs, actions, method)
 
