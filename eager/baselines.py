@@ -1,9 +1,11 @@
 """The optimal baselines' update for TF2. Mirrors ``legacy_graph/baselines.py``.
 
 ``optimal_scalar`` (per step) runs in one ``tf.function`` call: one forward pass under a
-persistent tape, one backward pass to the pre-activations for the ghost norms
-``||g_i||^2`` (``per_sample.ghost_sq_norms``; vectorized gradients for an LSTM torso), ``b*``,
-then one ordinary backward pass of the REINFORCE loss with advantages ``R_i - b*``. The
+persistent tape, one backward pass to the pre-activations for the ghost norms ``||g_i||^2``
+(``per_sample.ghost_sq_norms``), ``b*``, then the gradient of the REINFORCE loss with
+advantages ``R_i - b*`` from the same deltas (``per_sample.weighted_gradient``: the last step
+of its backward pass, the chain not run twice). An LSTM torso takes its norms from the
+vectorized gradients and its update from an ordinary backward pass. The
 episodic baselines get per-sample gradients from the twin and their formulas from
 ``pgcommon.baselines``; ``optimal_scalar_episodic`` then trains with an ordinary backward
 pass too, the per-parameter ones apply the estimated gradient through the agent's optimizer.
@@ -48,24 +50,29 @@ class BaselineUpdate:
 
     # ------------------------------------------------------------ optimal_scalar
     def _scalar_loss_and_grads(self, obs, actions, returns, weights):
-        a, spec = self._agent, self._agent.spec
+        a, spec, coef, w = self._agent, self._agent.spec, self._agent.config.entropy_coef, weights
         if spec.torso != "mlp":
             sq_norms = per_sample.sq_norms(spec, per_sample.read_weights(a.variables), obs, actions)
-            b = scalar_baseline(sq_norms, returns, weights)
-            loss, grads, entropy = a._loss_and_grads(obs, actions, returns - b, weights)  # noqa: SLF001
+            b = scalar_baseline(sq_norms, returns, w)
+            loss, grads, entropy = a._loss_and_grads(obs, actions, returns - b, w)  # noqa: SLF001
             return loss, grads, entropy, b
         with tf.GradientTape(persistent=True) as tape:
             params, layers = per_sample.traced_dist_params(spec, a.variables, obs)
             log_probs = distributions.log_prob(spec, params, actions)
             total = tf.reduce_sum(log_probs)
             entropies = distributions.entropy(spec, params)
-            with tape.stop_recording():
-                deltas = tape.gradient(total, per_sample.delta_targets(params, layers))
-                traced = per_sample.deltas_from_gradients(spec, params, log_probs, layers, deltas)
-                b = scalar_baseline(per_sample.ghost_sq_norms(traced), returns, weights)
-            loss = reinforce_loss(log_probs, returns - b, weights, entropies, a.config.entropy_coef)
-        grads = checked_gradients(tape, loss, a.variables)
-        return loss, grads, tf.reduce_sum(weights * entropies), b
+            bonus_loss = -coef * tf.reduce_sum(w * entropies)
+        deltas = tape.gradient(total, per_sample.delta_targets(params, layers))
+        traced = per_sample.deltas_from_gradients(spec, params, log_probs, layers, deltas)
+        b = scalar_baseline(per_sample.ghost_sq_norms(traced), returns, w)
+        loss = reinforce_loss(log_probs, returns - b, w, entropies, coef)
+        # The backward pass of -sum_i w_i (R_i - b*) log pi_i reuses the deltas the norms
+        # took; only an entropy bonus needs a pass of its own.
+        grads = per_sample.weighted_gradient(spec, traced, -w * (returns - b))
+        if coef > 0:
+            bonus = checked_gradients(tape, bonus_loss, a.variables)
+            grads = [g + e for g, e in zip(grads, bonus)]
+        return loss, grads, tf.reduce_sum(w * entropies), b
 
     def _scalar_train(self, obs, actions, returns, weights):
         loss, grads, entropy, b = self._scalar_loss_and_grads(obs, actions, returns, weights)

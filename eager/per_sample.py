@@ -159,6 +159,27 @@ def analytic_gradients(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor
     return [out[name] for name in spec.weight_shapes()]
 
 
+def weighted_gradient(spec: PolicySpec, traced: LayerDeltas, coefficients: tf.Tensor) -> list[tf.Tensor]:
+    """``sum_i c_i grad log pi_i`` per weight (``spec.weight_shapes()`` order), from the deltas.
+
+    The last step of an ordinary backward pass of ``sum_i c_i log pi_i``: as each log pi_i
+    depends on its own sample only, that loss has delta ``c_i delta_i`` at every layer, so
+    the kernel gradient is ``a^T (c * delta)`` and the bias one ``sum_i c_i delta_i``. The
+    chain down the layers is the one ``traced`` already ran, and is not run again.
+
+    Args:
+      coefficients: ``[B]``, c_i (data: no gradient flows into it).
+    """
+    c = tf.stop_gradient(coefficients)[:, None]
+    out = {}
+    for layer, delta in zip(traced.layers, traced.deltas):
+        out[layer.kernel] = tf.matmul(layer.inputs, c * delta, transpose_a=True)
+        out[layer.bias] = tf.reduce_sum(c * delta, axis=0)
+    if traced.log_std_grads is not None:
+        out["policy/log_std"] = tf.reduce_sum(c * traced.log_std_grads, axis=0)
+    return [out[name] for name in spec.weight_shapes()]
+
+
 def ghost_sq_norms(traced: LayerDeltas) -> tf.Tensor:
     """``[B]``: ``||grad log pi_i||^2`` over all weights, never materialising a gradient.
 

@@ -1,9 +1,11 @@
 """The optimal baselines' update, TF1 graph mode. Mirrors ``eager/baselines.py``.
 
 ``optimal_scalar`` (per step) runs in one ``Session`` call: one forward pass, one backward
-pass to the pre-activations for the ghost norms ``||g_i||^2`` (``per_sample.ghost_sq_norms``;
-vectorized gradients for an LSTM torso), ``b*``, then one ordinary backward pass of the
-REINFORCE loss with advantages ``R_i - b*``. The episodic baselines get per-sample gradients
+pass to the pre-activations for the ghost norms ``||g_i||^2`` (``per_sample.ghost_sq_norms``),
+``b*``, then the gradient of the REINFORCE loss with advantages ``R_i - b*`` from the same
+deltas (``per_sample.weighted_gradient``: the last step of its backward pass, the chain not
+run twice). An LSTM torso takes its norms from the vectorized gradients and its update from
+an ordinary backward pass. The episodic baselines get per-sample gradients
 from the twin and their formulas from ``pgcommon.baselines``; ``optimal_scalar_episodic``
 then trains with an ordinary backward pass too, the per-parameter ones apply the estimated
 gradient through the agent's optimizer. All ops are built in the agent's graph on first use.
@@ -54,22 +56,27 @@ class BaselineUpdate:
             a, spec = self._agent, self._agent.spec
             with a.graph.as_default(), tf1.name_scope("optimal_scalar"):
                 returns = tf1.placeholder(spec.dtype, [None], name="returns")
+                coef, w = a.config.entropy_coef, a.weights_ph
                 if spec.torso == "mlp":
                     traced = per_sample.layer_deltas(spec, a.variables, a.obs_ph, a.actions_ph)
-                    sq_norms = per_sample.ghost_sq_norms(traced)
-                    params, log_probs = traced.params, traced.log_probs
+                    b = scalar_baseline(per_sample.ghost_sq_norms(traced), returns, w)
+                    entropies = distributions.entropy(spec, traced.params)
+                    loss = reinforce_loss(traced.log_probs, returns - b, w, entropies, coef)
+                    # The backward pass of -sum_i w_i (R_i - b*) log pi_i reuses the deltas the
+                    # norms took; only an entropy bonus needs a pass of its own.
+                    grads = per_sample.weighted_gradient(spec, traced, -w * (returns - b))
+                    if coef > 0:
+                        bonus = checked_gradients(-coef * tf.reduce_sum(w * entropies), a.variables)
+                        grads = [g + e for g, e in zip(grads, bonus)]
                 else:
-                    sq_norms = per_sample.sq_norms(spec, per_sample.read_weights(a.variables),
-                                                   a.obs_ph, a.actions_ph)
-                    params, log_probs = a.params, a.log_probs
-                b = scalar_baseline(sq_norms, returns, a.weights_ph)
-                entropies = distributions.entropy(spec, params)
-                loss = reinforce_loss(log_probs, returns - b, a.weights_ph, entropies,
-                                      a.config.entropy_coef)
-                grads = checked_gradients(loss, a.variables)
+                    b = scalar_baseline(per_sample.sq_norms(spec, per_sample.read_weights(a.variables),
+                                                            a.obs_ph, a.actions_ph), returns, w)
+                    entropies = distributions.entropy(spec, a.params)
+                    loss = reinforce_loss(a.log_probs, returns - b, w, entropies, coef)
+                    grads = checked_gradients(loss, a.variables)
                 train_op, applied = a._guarded_apply(grads, loss)  # noqa: SLF001 (same twin)
-                metrics = [loss, tf.linalg.global_norm(grads),
-                           tf.reduce_sum(a.weights_ph * entropies), applied, b, train_op]
+                metrics = [loss, tf.linalg.global_norm(grads), tf.reduce_sum(w * entropies),
+                           applied, b, train_op]
             feeds = [a.obs_ph, a.actions_ph, returns, a.weights_ph]
             self._scalar_fns = {
                 "loss": a.session.make_callable(loss, feeds),

@@ -7,6 +7,7 @@ arrays and ``pgcommon.advantages.training_inputs`` (the per-step returns, tested
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -275,6 +276,37 @@ def test_every_baseline_matches_the_oracle(impl, kind, dtype):
             agent.update(small)
             assert set(agent._baselines().trace_counts().values()) == {1}  # noqa: SLF001
         agent.close()
+
+
+def ordinary_gradients(agent, inputs) -> dict[str, np.ndarray]:
+    """The agent's own backward pass of the REINFORCE loss on ``inputs`` (no baseline logic)."""
+    if agent.impl == "graph":
+        return dict(zip(agent.variables, agent.session.run(agent.grads, agent._feed(inputs))))  # noqa: SLF001
+    _, grads, _ = agent._loss_fn(*agent._args(inputs))  # noqa: SLF001
+    return {n: g.numpy() for n, g in zip(agent.variables, grads)}
+
+
+@pytest.mark.parametrize("kind", ("categorical_mlp", "gaussian_mlp"))
+@pytest.mark.parametrize("impl", TWINS)
+def test_scalar_update_is_the_backward_pass_of_the_loss_at_b_star(impl, kind):
+    """With an entropy bonus too: the delta-reusing gradient of ``optimal_scalar`` equals an
+    ordinary backward pass of the loss with advantages ``R - b*`` (b* from the loop grads)."""
+    spec = KINDS[kind]
+    case = episodic_batch(spec, num_steps=20, num_envs=3, seed=6)
+    config = ReinforceConfig(dtype="float64", entropy_coef=0.05, num_envs=3, num_steps=20)
+    weights = random_weights(spec, seed=4)
+    plain = agent_class(impl)(spec, config, weights=weights)
+    optimal = agent_class(impl)(spec, config.replace(baseline="optimal_scalar"), weights=weights)
+    inputs = training_inputs(case.batch, config, plain.spec)
+    loop = plain.per_sample_gradients(inputs.obs, inputs.actions, method="loop")
+    n = sum(np.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in loop.values())
+    b = np.sum(inputs.weights * n * inputs.returns) / np.sum(inputs.weights * n)
+    expected = ordinary_gradients(plain, dataclasses.replace(inputs, advantages=inputs.returns - b))
+    got = optimal.gradients(case.batch)
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-9, atol=1e-13, err_msg=name)
+    plain.close()
+    optimal.close()
 
 
 @pytest.mark.parametrize("impl", TWINS)
