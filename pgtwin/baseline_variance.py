@@ -9,7 +9,8 @@ difference far more precise than either trace):
 
 * per step (``none``, ``mean``, ``optimal_scalar``): ``sum_i w_i g_i (R_i - b)``;
 * episodic (``optimal_scalar_episodic``, ``optimal_per_param``, ``optimal_time``), against
-  ``episodic_mean``: ``sum_e g_e (R_e - <R>) / sum_e T_e`` over the complete episodes.
+  ``episodic_mean``: ``sum_e g_e (R_e - <R>_-e) / sum_e T_e`` over the complete episodes,
+  the mean taken over the other episodes like the library's leave-one-out baselines.
 
 Returns are not normalised (``normalize_returns=False``) so that every estimator estimates
 the gradient itself. Run ``python -m pgtwin.baseline_variance --help``; the figures of
@@ -42,7 +43,12 @@ ESTIMATORS = tuple(FAMILIES)
 
 
 def episodic_mean_ascent(agent, batch: Batch) -> np.ndarray:
-    """``[P]``: episodic REINFORCE with the mean baseline, ``sum_e g_e (R_e - <R>) / sum_e T_e``."""
+    """``[P]``: episodic REINFORCE with the mean baseline, ``sum_e g_e (R_e - <R>_-e) / sum_e T_e``.
+
+    ``<R>_-e`` is the mean return of the other episodes (0 for a lone one): leave-one-out, as
+    the library's episodic baselines are, so the comparison is like for like. (The plug-in
+    mean over all E episodes includes R_e and shrinks the estimate by 1 - 1/E: lower variance
+    bought with an O(1/E) bias.)"""
     segs = bl.segments(batch, agent.config.gamma)
     order = segs.episode_order()
     lengths = segs.lengths[segs.complete]
@@ -51,7 +57,8 @@ def episodic_mean_ascent(agent, batch: Batch) -> np.ndarray:
     grads = agent.per_sample_gradients(obs, actions, bl.per_sample_method(agent.spec.torso))
     scores = bl.episode_scores(bl.flatten(grads), lengths)
     returns = segs.returns[segs.complete]
-    return np.sum(scores * (returns - returns.mean())[:, None], axis=0) / lengths.sum()
+    others_mean = (returns.sum() - returns) / max(returns.size - 1, 1)
+    return np.sum(scores * (returns - others_mean)[:, None], axis=0) / lengths.sum()
 
 
 def gradient_estimates(spec: PolicySpec, config: ReinforceConfig, weights: dict[str, np.ndarray],
