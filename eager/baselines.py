@@ -56,7 +56,7 @@ class BaselineUpdate:
             b = scalar_baseline(sq_norms, returns, w)
             loss, grads, entropy = a._loss_and_grads(obs, actions, returns - b, w)  # noqa: SLF001
             return loss, grads, entropy, b
-        with tf.GradientTape(persistent=True) as tape:
+        with tf.GradientTape(persistent=coef > 0) as tape:  # a second gradient for the bonus
             params, layers = per_sample.traced_dist_params(spec, a.variables, obs)
             log_probs = distributions.log_prob(spec, params, actions)
             total = tf.reduce_sum(log_probs)
