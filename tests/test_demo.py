@@ -12,21 +12,24 @@ import numpy as np
 import pytest
 
 from pgtwin.cli import main
+from pgtwin.defaults import defaults_for
 from pgtwin.episode_log import read_episodes
 
 
 @pytest.mark.slow
 def test_demo_runs_both_twins_and_their_runs_coincide(tmp_path, capsys):
     logdir = str(tmp_path / "demo")
-    code = main(["demo", "--steps", "12288", "--dtype", "float64", "--logdir", logdir,
+    # The demo trains with the CartPole defaults: N x T env steps per update; budget 3 updates.
+    row = defaults_for("CartPole-v1")
+    steps = 3 * row.num_envs * row.num_steps
+    code = main(["demo", "--steps", str(steps), "--dtype", "float64", "--logdir", logdir,
                  "--json", "--no-progress"])
     out, err = capsys.readouterr()
     summary = json.loads(out.strip().splitlines()[-1])
     assert code == 0 and summary["parity_ok"] is True
     assert "parity OK" in err and "gradients" in err and "graph / eager env-steps per second" in err
-    # CartPole defaults: 32 envs x 128 steps = 4096 env steps per update -> 3 updates.
     for impl in ("graph", "eager"):
-        assert summary["runs"][impl]["updates"] == 3 and summary["runs"][impl]["env_steps"] == 12288
+        assert summary["runs"][impl]["updates"] == 3 and summary["runs"][impl]["env_steps"] == steps
     graph = read_episodes(os.path.join(logdir, "graph", "episodes.csv"))
     eager = read_episodes(os.path.join(logdir, "eager", "episodes.csv"))
     assert len(graph["episode"]) > 100
