@@ -24,13 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pgtwin {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"pgtwin.commands.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"pgtwin.commands.{name}":
-                raise
-            continue  # a command still being written
-        module.add_parser(sub)
+        importlib.import_module(f"pgtwin.commands.{name}").add_parser(sub)
     return parser
 
 
