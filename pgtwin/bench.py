@@ -219,7 +219,7 @@ def report(figs: list[Figure], machine: dict[str, Any], command: str) -> dict[st
 
 
 def plot(figs: list[Figure], path: str, title: str = "") -> None:
-    """Horizontal bars of every figure's ratio to its group's reference (1.00 marked)."""
+    """Horizontal bars of every figure's ratio to its group's reference, drawn from 1.00."""
     import matplotlib
     import matplotlib.ticker
     matplotlib.use("Agg")
@@ -228,18 +228,20 @@ def plot(figs: list[Figure], path: str, title: str = "") -> None:
     names = list(dict.fromkeys(f.name for f in figs))
     colors = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
     groups = list(dict.fromkeys(f.group for f in figs))
-    fig, ax = plt.subplots(figsize=(9, 0.32 * len(figs) + 0.5 * len(groups) + 1.5))
+    fig, ax = plt.subplots(figsize=(11, 0.32 * len(figs) + 0.5 * len(groups) + 1.5))
     y, ticks, labels = 0.0, [], []
     for group in groups:
         for f in [f for f in figs if f.group == group]:
-            ax.barh(y, f.ratio, color=colors[f.name], height=0.8)
+            # From 1.00 (the reference) to the ratio: left is faster, right is slower.
+            ax.barh(y, f.ratio - 1.0, left=1.0, color=colors[f.name], height=0.8)
             ax.text(f.ratio, y, f" {f.ratio:.2f}", va="center", fontsize=7)
             ticks.append(y)
             labels.append(f"{group}: {f.name}")
             y -= 1
         y -= 0.6
     ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_xlim(right=max(f.ratio for f in figs) * 1.5)  # room for the value labels
+    ratios = [f.ratio for f in figs]
+    ax.set_xlim(min(min(ratios), 1.0) / 1.3, max(max(ratios), 1.0) * 1.6)  # room for labels
     ax.set_yticks(ticks, labels, fontsize=7)
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
