@@ -23,7 +23,7 @@ tf1 = tf.compat.v1
 
 
 def direct_callable(session: tf1.Session, fetches: Sequence[tf.Tensor],
-                    feeds: Sequence[tf.Tensor], targets: Sequence[tf.Operation] = (),
+                    feeds: Sequence[tf.Tensor], targets: Sequence[tf.Operation | tf.Tensor] = (),
                     caller_thread: bool = False) -> Callable[..., list[np.ndarray]]:
     """``call(*arrays) -> [array, ...]``: ``fetches`` given ``feeds``, running ``targets`` too.
 
@@ -32,7 +32,8 @@ def direct_callable(session: tf1.Session, fetches: Sequence[tf.Tensor],
       fetches: tensors whose values ``call`` returns, in order.
       feeds: placeholders; ``call`` takes one array per placeholder, in order, each already
         of the placeholder's dtype (validate first, e.g. ``pgcommon.policy_inputs``).
-      targets: ops run in the same step (e.g. the train op); they return nothing.
+      targets: ops (or tensors, whose ops) run in the same step, e.g. the train op; they
+        return nothing.
       caller_thread: run the ops in the calling thread (for small graphs only).
     """
     run_options = tf1.RunOptions(inter_op_thread_pool=-1) if caller_thread else None
@@ -70,7 +71,7 @@ def _session_callable(session, fetches, feeds, targets, run_options):
         from tensorflow.python.client import pywrap_tf_session as tf_session
         options = config_pb2.CallableOptions(
             feed=[t.name for t in feeds], fetch=[t.name for t in fetches],
-            target=[op.name for op in targets])
+            target=[getattr(t, "op", t).name for t in targets])  # a tensor's op, or the op
         if run_options is not None:
             options.run_options.CopyFrom(run_options)
         session._extend_graph()  # noqa: SLF001  (the graph's latest nodes into the runtime)
