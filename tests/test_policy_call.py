@@ -82,6 +82,19 @@ def test_eager_direct_call_rejects_a_wrong_dtype():
         call(X.astype(np.float64), np.zeros(2, np.float64))
 
 
+def test_eager_public_fallback_gives_the_same_outputs(monkeypatch):
+    # A TensorFlow without the private pieces: the public ConcreteFunction call is used.
+    m = EagerLinear()
+    direct = eager_call.direct_callable(m.fn)
+    monkeypatch.setattr(eager_call, "_direct_call", lambda concrete, executor: None)
+    public = eager_call.direct_callable(m.fn)
+    policy = eager_call.policy_callable(m.policy)
+    shift = np.array([1.0, -1.0], np.float32)
+    for a, b in zip(direct(X, shift), public(X, shift)):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_allclose(policy(X), EXPECTED, rtol=1e-6)
+
+
 def _graph():
     graph = tf.Graph()
     with graph.as_default():
@@ -116,4 +129,15 @@ def test_graph_policy_callable_numpy_out_and_sees_assigned_weights():
     with session.graph.as_default():
         session.run(b.assign([1.0, 1.0]))
     np.testing.assert_allclose(call(X), EXPECTED - B + 1.0, rtol=1e-6)
+    session.close()
+
+
+def test_graph_public_fallback_gives_the_same_outputs(monkeypatch):
+    session, x, y, _, counter, bump = _graph()
+    monkeypatch.setattr(graph_call, "_session_callable", lambda *args: None)
+    call = graph_call.direct_callable(session, [y], [x], targets=[bump], caller_thread=True)
+    (out,) = call(X)
+    np.testing.assert_allclose(out, EXPECTED, rtol=1e-6)
+    assert session.run(counter) == 1.0
+    np.testing.assert_allclose(graph_call.policy_callable(session, y, x)(X), EXPECTED, rtol=1e-6)
     session.close()
