@@ -1,6 +1,7 @@
 """Seeded gymnasium vector environments for the rollouts of both twins."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 import gymnasium
@@ -8,6 +9,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 import pgcommon.battery  # noqa: F401  (registers BatteryArbitrage-v0)
+from pgcommon import seeded_cartpole
 from pgcommon.history import HistoryWindow
 
 Vectorization = Literal["auto", "vector", "sync", "async"]
@@ -32,9 +34,12 @@ def make_vec_env(
     The seed is recorded as ``envs.pgtwin_seed``; the first collect must call
     ``envs.reset(seed=envs.pgtwin_seed)``, which seeds sub-env i with ``seed + i`` in the
     "sync" and "async" modes (so env i replays ``gymnasium.make(env_id)`` reset with
-    ``seed + i``). A hand-vectorised env ("vector" mode, e.g. CartPole) draws all its envs
-    from one generator seeded with ``seed``: deterministic, but not per-env equal to single
-    envs. The action spaces are seeded with ``seed`` here (sub-env i's with ``seed + i``).
+    ``seed + i``). CartPole's hand-vectorised env ("vector" mode) is replaced by
+    ``seeded_cartpole.PerEnvSeededCartPoleVectorEnv``, whose env i draws its initial states
+    from its own generator seeded ``seed + i``, as a single env would. Other hand-vectorised
+    envs draw all their envs from one generator seeded with ``seed``: deterministic, but not
+    per-env equal to single envs. The action spaces are seeded with ``seed`` here (sub-env
+    i's with ``seed + i``).
 
     Autoreset is gymnasium's NEXT_STEP mode: after env i reports ``terminated | truncated``,
     the next ``step`` returns its reset observation with reward 0 and both flags False, and
@@ -85,7 +90,9 @@ def make_vec_env(
     if vectorization == "auto":
         vectorization = "vector" if has_vector else "sync"
 
-    envs = gymnasium.make_vec(env_id, int(num_envs), vectorization_mode=_MODES[vectorization])
+    if vectorization == "vector" and spec.vector_entry_point == seeded_cartpole.REPLACES:
+        spec = dataclasses.replace(spec, vector_entry_point=seeded_cartpole.ENTRY_POINT)
+    envs = gymnasium.make_vec(spec, int(num_envs), vectorization_mode=_MODES[vectorization])
     try:
         _check_spaces(env_id, envs)
         _check_autoreset(env_id, envs)

@@ -240,3 +240,32 @@ def test_other_autoreset_modes_are_rejected():
                               vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
     with pytest.raises(ValueError, match="NEXT_STEP"):
         _check_autoreset("Pendulum-v1", envs)
+
+
+def test_cartpole_vector_env_i_starts_every_episode_like_a_single_env_seeded_seed_plus_i():
+    # The fast CartPole vector env, with one generator per env: env i's k-th episode must
+    # start exactly where gymnasium.make("CartPole-v1") reset with seed + i starts its k-th
+    # (the first reset with the seed, later ones with none, as gymnasium's autoreset does).
+    n, seed = 3, 7
+    envs = make_vec_env("CartPole-v1", n, seed=seed)
+    assert isinstance(envs.unwrapped, CartPoleVectorEnv)  # still the hand-vectorised physics
+    obs, _ = envs.reset(seed=seed)
+    starts = [[obs[i]] for i in range(n)]
+    done = np.zeros(n, bool)
+    for _ in range(200):  # always push left: every pole falls within ~10 steps
+        obs, _, terminated, truncated, _ = envs.step(np.zeros(n, np.int64))
+        for i in np.flatnonzero(done):
+            starts[i].append(obs[i])  # the step after an end returns the new episode's start
+        done = terminated | truncated
+    for i in range(n):
+        single = gymnasium.make("CartPole-v1")
+        expected = [single.reset(seed=seed + i)[0]] + [single.reset()[0] for _ in starts[i][1:]]
+        assert len(starts[i]) >= 5
+        np.testing.assert_array_equal(np.array(starts[i]), np.array(expected))
+
+
+def test_cartpole_vector_env_keeps_the_time_limit():
+    # CartPole-v1 truncates at 500 steps: a policy that balances long enough must see it.
+    envs = make_vec_env("CartPole-v1", 1, seed=0)
+    envs.reset(seed=0)
+    assert envs.unwrapped.max_episode_steps == gymnasium.spec("CartPole-v1").max_episode_steps
