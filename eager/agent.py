@@ -84,7 +84,10 @@ class ReinforceAgent:
         self._dist_params_fn = function(self._params, input_signature=[s["obs"]])
         self._log_prob_fn = function(self._log_prob, input_signature=[s["obs"], s["actions"]])
         self._loss_fn = function(self._loss_and_grads, input_signature=batch_sig)
-        self._train_fn = function(self._train_step, input_signature=batch_sig)
+        # XLA fuses Keras Adam's per-variable small ops, which TF1 runs as one fused kernel
+        # per variable; without it the eager update trails the Session one (docs/benchmarks.md).
+        self._train_fn = function(self._train_step, input_signature=batch_sig,
+                                  jit_compile=self.config.jit_compile)
         self._apply_fn = function(self._guarded_apply_zero_loss, input_signature=grad_sig)
         # The numpy path of the same single trace, for the once-per-env-step rollout calls.
         self._dist_params_call = policy_callable(self._dist_params_fn)

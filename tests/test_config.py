@@ -57,6 +57,8 @@ INVALID = [
     ("adam_epsilon", math.inf, "must be a finite number > 0"),
     ("normalize_returns", "False", "must be True or False"),
     ("normalize_returns", 1, "must be True or False"),
+    ("jit_compile", "yes", "must be True or False"),
+    ("jit_compile", None, "must be True or False"),
     ("baseline", "critic", f"must be one of {BASELINES}"),
     ("entropy_coef", -0.01, "must be a finite number >= 0"),
     ("entropy_coef", math.nan, "must be a finite number >= 0"),
