@@ -1,8 +1,8 @@
 """REINFORCE, the TF1 way: one ``tf.Graph``, placeholders, ``tf.gradients``, one ``Session``.
 
 Mirrors ``eager/agent.py`` method for method. Everything lives in the agent's own graph and
-session, so this twin runs in the same process as the eager one without
-``disable_eager_execution()``. The hot paths (the rollout's policy call and the update) go
+session, so this twin runs in the same process as the eager one without switching eager
+execution off for the whole process. The hot paths (the rollout's policy call and the update) go
 through session callables fixed once (``legacy_graph/policy_call.py``), which skip
 ``Session.run``'s per-call feed/fetch parsing.
 """
