@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from pgcommon import policy_inputs
 from pgcommon.advantages import flat_returns
+from pgcommon.baselines import EPISODIC
 from pgcommon.config import ReinforceConfig
 from pgcommon.rollout import Batch
 from pgcommon.specs import PolicySpec
@@ -41,9 +42,10 @@ SUM = tf.distribute.ReduceOp.SUM
 # pgcommon.returns.normalize's default eps, which pgcommon.advantages.flat_returns uses.
 NORMALIZE_EPS = 1e-8
 
-DISTRIBUTED_BASELINES = ("none", "mean", "optimal_scalar")
-"""Baselines whose global statistics are all-reduced here. The episodic and per-parameter
-ones average over finished episodes; they are not wired to the all-reduce yet."""
+DISTRIBUTED_BASELINES = ("none", "mean", "optimal_scalar", "optimal_scalar_episodic",
+                         "optimal_per_param", "optimal_time")
+"""Baselines whose global statistics are all-reduced here; the episodic ones (averages over
+complete episodes) in ``eager/distributed_baselines.py``."""
 
 
 class DistributedReinforceAgent(ReinforceAgent):
@@ -100,6 +102,8 @@ class DistributedReinforceAgent(ReinforceAgent):
         super()._build_functions()
         self._replica_grads_fn = tf.function(self._distributed_grads, reduce_retracing=True)
         self._replica_apply_fn = tf.function(self._distributed_apply)
+        self._replica_loss_fn = tf.function(self._distributed_loss, reduce_retracing=True)
+        self._episodic_update = None  # eager.distributed_baselines.DistributedEpisodic
 
     def trace_counts(self) -> dict[str, int]:
         """As ``ReinforceAgent.trace_counts``, plus the distributed gradient and apply steps."""
@@ -110,6 +114,33 @@ class DistributedReinforceAgent(ReinforceAgent):
 
     def _distributed_grads(self, obs, actions, returns, valid):
         return self.strategy.run(self._replica_grads, args=(obs, actions, returns, valid))
+
+    def _distributed_loss(self, obs, actions, advantages, weights):
+        return self.strategy.run(self._replica_loss, args=(obs, actions, advantages, weights))
+
+    def _replica_loss(self, obs, actions, advantages, weights):
+        """``(loss, grads, entropy)`` of the weighted loss, summed over replicas (the weights
+        are already global, ``1 / sum_e T_e``), for the episodic baselines."""
+        ctx = tf.distribute.get_replica_context()
+        loss, grads, entropy = self._loss_and_grads(obs, actions, advantages, weights)
+        return ctx.all_reduce(SUM, loss), ctx.all_reduce(SUM, grads), ctx.all_reduce(SUM, entropy)
+
+    def _episodic(self):
+        """The episodic baselines' update (``eager/distributed_baselines.py``), built on use."""
+        if self._episodic_update is None:
+            from eager.distributed_baselines import DistributedEpisodic
+            self._episodic_update = DistributedEpisodic(self)
+        return self._episodic_update
+
+    def _local_batches(self, batches: Batch | Sequence[Batch]) -> list[Batch]:
+        """One batch per local replica, as a list (checked)."""
+        batches = [batches] if isinstance(batches, Batch) else list(batches)
+        if len(batches) != len(self.replica_ids):
+            raise ValueError(
+                f"got {len(batches)} batches but this process holds {len(self.replica_ids)} "
+                f"replicas (global ids {self.replica_ids}): pass one batch per local replica"
+            )
+        return batches
 
     def _distributed_apply(self, grads):
         self.strategy.run(self._replica_apply, args=(grads,))
@@ -198,14 +229,7 @@ class DistributedReinforceAgent(ReinforceAgent):
 
     def _distribute(self, batches: Batch | Sequence[Batch]):
         """Per-replica tensors from one batch per local replica."""
-        if isinstance(batches, Batch):
-            batches = [batches]
-        batches = list(batches)
-        if len(batches) != len(self.replica_ids):
-            raise ValueError(
-                f"got {len(batches)} batches but this process holds {len(self.replica_ids)} "
-                f"replicas (global ids {self.replica_ids}): pass one batch per local replica"
-            )
+        batches = self._local_batches(batches)
         arrays = {rid: self.replica_arrays(b) for rid, b in zip(self.replica_ids, batches)}
 
         def value_fn(ctx: tf.distribute.ValueContext):
@@ -224,11 +248,15 @@ class DistributedReinforceAgent(ReinforceAgent):
     # --------------------------------------------------------------- update
     def loss_value(self, batches: Batch | Sequence[Batch]) -> float:
         """The REINFORCE loss of the global batch (no update)."""
+        if self.config.baseline in EPISODIC:
+            return self._episodic().loss_value(self._local_batches(batches))
         _, (loss, *_) = self._reduced(batches)
         return float(loss)
 
     def gradients(self, batches: Batch | Sequence[Batch]) -> dict[str, np.ndarray]:
         """The global gradient by variable name (all-reduced; unclipped, not applied)."""
+        if self.config.baseline in EPISODIC:
+            return self._episodic().gradients(self._local_batches(batches))
         grads, _ = self._reduced(batches)
         return {name: self.strategy.experimental_local_results(g)[0].numpy()
                 for name, g in zip(self.variables, grads)}
@@ -240,8 +268,11 @@ class DistributedReinforceAgent(ReinforceAgent):
         ``num_valid`` (global valid steps), ``baseline`` (0 for ``none``; in units of the
         normalised returns where those are normalised). A non-finite loss or gradient skips
         the step on every replica alike (``applied = False``), as does a global batch
-        without a valid step.
+        without a valid step. The episodic baselines add ``episodes`` (complete episodes
+        of all replicas) and raise ``ValueError`` when there is none.
         """
+        if self.config.baseline in EPISODIC:
+            return self._episodic().update(self._local_batches(batches))
         grads, (loss, entropy, norm, finite, count, baseline) = self._reduced(batches)
         applied = bool(finite)
         if applied:  # the same verdict on every worker, so all or none enter the collective

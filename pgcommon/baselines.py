@@ -310,36 +310,76 @@ def time_ascent(grads: np.ndarray, lengths: np.ndarray, discounted_rewards: np.n
       ``(ascent [P], b [H, P])``, b the plug-in over all E episodes, for logging.
     """
     lengths = np.asarray(lengths, np.int64)
-    horizon, num_episodes, width = int(lengths.max()), lengths.size, grads.shape[1]
+    horizon, num_episodes = int(lengths.max()), lengths.size
     ar = np.asarray(discounted_rewards, np.float64)
-    blocks = _blocks(lengths)
+    psi = time_psi(grads, lengths)
+    num, den, sum_ar = time_sums(psi, lengths, ar, horizon)
+    total = time_ascent_from_sums(psi, lengths, ar, (num, den, sum_ar), num_episodes)
+    return total / num_steps, _ratio_or(num, den, sum_ar / num_episodes)
+
+
+def time_psi(grads: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """float64 ``[M, P]``: ``psi_el = sum_{k<=l} g_ek``, the score so far, per episode block."""
     psi = np.empty(grads.shape)
-    for block in blocks:
+    for block in _blocks(np.asarray(lengths, np.int64)):
         psi[block] = _cumsum_rows(np.asarray(grads[block], np.float64))
+    return psi
 
-    def own(block: slice, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One episode's padded terms ``[H, P]``: psi^2 a r, psi^2, and a r ``[H, 1]``."""
-        sq = np.concatenate([psi[block] ** 2, np.repeat(psi[block.stop - 1:block.stop] ** 2,
-                                                        horizon - n, axis=0)])
-        r = np.zeros((horizon, 1))
-        r[:n, 0] = ar[block]
-        return sq * r, sq, r
 
-    num, den = np.zeros((horizon, width)), np.zeros((horizon, width))
+def _time_terms(psi: np.ndarray, ar: np.ndarray, block: slice, n: int,
+                horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One episode's padded terms ``[H, P]``: psi^2 a r, psi^2, and a r ``[H, 1]``."""
+    sq = np.concatenate([psi[block] ** 2, np.repeat(psi[block.stop - 1:block.stop] ** 2,
+                                                    horizon - n, axis=0)])
+    r = np.zeros((horizon, 1))
+    r[:n, 0] = ar[block]
+    return sq * r, sq, r
+
+
+def time_sums(psi: np.ndarray, lengths: np.ndarray, discounted_rewards: np.ndarray,
+              horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(sum_e psi^2 a r [H, P], sum_e psi^2 [H, P], sum_e a r [H, 1])`` over the episodes
+    given (rows as ``time_ascent``), padded to ``horizon`` >= their longest. A distributed
+    update all-reduces these over replicas before ``time_ascent_from_sums``."""
+    lengths = np.asarray(lengths, np.int64)
+    ar = np.asarray(discounted_rewards, np.float64)
+    num, den = np.zeros((horizon, psi.shape[1])), np.zeros((horizon, psi.shape[1]))
     sum_ar = np.zeros((horizon, 1))
-    for block, n in zip(blocks, lengths):
-        terms = own(block, n)
+    for block, n in zip(_blocks(lengths), lengths):
+        terms = _time_terms(psi, ar, block, int(n), horizon)
         num, den, sum_ar = num + terms[0], den + terms[1], sum_ar + terms[2]
-    total = np.zeros(width)
-    others = max(num_episodes - 1, 1)
-    for block, n in zip(blocks, lengths):
-        own_num, own_den, own_ar = own(block, n)
-        fallback = (sum_ar - own_ar) / others if num_episodes > 1 else np.zeros_like(own_ar)
-        # Subtracting the own terms leaves exactly 0 where no other episode contributes.
-        b = _ratio_or(num - own_num, den - own_den, fallback)
+    return num, den, sum_ar
+
+
+def loo_from_sums(num: np.ndarray, den: np.ndarray, own_num: np.ndarray, own_den: np.ndarray,
+                  total_r: np.ndarray, own_r: np.ndarray, num_episodes: int) -> np.ndarray:
+    """Leave-one-out ``(num - own_num) / (den - own_den)`` from sums over ALL episodes less
+    the episode's own terms; where that denominator is 0, the other episodes' mean
+    ``(total_r - own_r) / (E - 1)``, and 0 for a lone episode. Subtracting the own terms
+    leaves exactly 0 where no other episode contributes."""
+    fallback = ((total_r - own_r) / (num_episodes - 1) if num_episodes > 1
+                else np.zeros_like(np.asarray(own_r, np.float64)))
+    return _ratio_or(num - own_num, den - own_den, fallback)
+
+
+def time_ascent_from_sums(psi: np.ndarray, lengths: np.ndarray,
+                          discounted_rewards: np.ndarray,
+                          sums: tuple[np.ndarray, np.ndarray, np.ndarray],
+                          num_episodes: int) -> np.ndarray:
+    """``[P]``: ``sum_e sum_{l<H} psi_el (a_l r_el - b_l^(-e))`` over the episodes given (not
+    divided by the step count), ``b^(-e)`` from ``sums = time_sums(...)`` over all
+    ``num_episodes`` episodes (possibly of other replicas too), H their horizon."""
+    num, den, sum_ar = sums
+    horizon = num.shape[0]
+    lengths = np.asarray(lengths, np.int64)
+    ar = np.asarray(discounted_rewards, np.float64)
+    total = np.zeros(psi.shape[1])
+    for block, n in zip(_blocks(lengths), lengths):
+        own_num, own_den, own_ar = _time_terms(psi, ar, block, int(n), horizon)
+        b = loo_from_sums(num, den, own_num, own_den, sum_ar, own_ar, num_episodes)
         total += np.sum(psi[block] * (ar[block, None] - b[:n]), axis=0)
         total -= psi[block.stop - 1] * np.sum(b[n:], axis=0)  # frozen psi, r = 0
-    return total / num_steps, _ratio_or(num, den, sum_ar / num_episodes)
+    return total
 
 
 # ----------------------------------------------------------------------------- estimate

@@ -117,7 +117,8 @@ def concat_batches(batches: Sequence[Batch]) -> Batch:
     """The batches of several replicas (same T) as one batch over all their envs.
 
     Envs are concatenated in order (``[T, N_0 + N_1 + ...]``); finished episodes are listed
-    replica by replica. This is the global batch a distributed update is equivalent to.
+    in rollout order (step, then env). This is the global batch a distributed update is
+    equivalent to.
     """
     batches = list(batches)
     if not batches:
@@ -126,13 +127,24 @@ def concat_batches(batches: Sequence[Batch]) -> Batch:
     if len(steps) != 1:
         raise ValueError(f"concat_batches: batches have different lengths T {sorted(steps)}")
     on_envs = lambda name: np.concatenate([getattr(b, name) for b in batches], axis=1)  # noqa: E731
+    # Finished episodes are listed in rollout order, step t then env (what
+    # pgcommon.baselines.segments matches them against), so replicas' lists interleave.
+    keys, offset, total = [], 0, sum(b.num_envs for b in batches)
+    for b in batches:
+        ends = np.flatnonzero(((b.terminated | b.truncated) & b.valid).reshape(-1))
+        keys.append(ends // b.num_envs * total + offset + ends % b.num_envs)
+        offset += b.num_envs
+    keys = np.concatenate(keys)
+    lengths = np.concatenate([b.episode_lengths for b in batches])
+    order = (np.argsort(keys, kind="stable") if keys.size == lengths.size
+             else np.arange(lengths.size))  # a hand-made batch may list no episodes
     return Batch(
         obs=on_envs("obs"), actions=on_envs("actions"), rewards=on_envs("rewards"),
         terminated=on_envs("terminated"), truncated=on_envs("truncated"),
         log_probs=on_envs("log_probs"), valid=on_envs("valid"),
         next_obs=np.concatenate([b.next_obs for b in batches], axis=0),
-        episode_returns=np.concatenate([b.episode_returns for b in batches]),
-        episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
+        episode_returns=np.concatenate([b.episode_returns for b in batches])[order],
+        episode_lengths=lengths[order],
         params=None if any(b.params is None for b in batches) else on_envs("params"),
         env_steps=sum(b.env_steps for b in batches),
     )

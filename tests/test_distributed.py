@@ -40,6 +40,12 @@ PARITY_CASES = {
     "sgd-raw-mean-entropy": dict(optimizer="sgd", normalize_returns=False, baseline="mean",
                                  entropy_coef=0.01),
 }
+# The episodic baselines (float64): entropy bonus, clipping and raw returns each once.
+EPISODIC_CASES = {
+    "optimal_scalar_episodic": dict(entropy_coef=0.01),
+    "optimal_per_param": dict(max_grad_norm=0.05),  # the norms are ~0.06-0.07: clipped
+    "optimal_time": dict(normalize_returns=False, entropy_coef=0.01),
+}
 # float32: sums over 230 samples in another order (~1e-7 relative); Adam divides by
 # sqrt(v) and amplifies that on near-zero gradients.
 TOL = {"float32": dict(grad=1e-6, weight=2e-5, loss=1e-6),
@@ -113,6 +119,11 @@ def test_concat_batches_joins_envs_and_refuses_mixed_lengths():
     assert whole.obs.shape == (30, 4, 4) and whole.valid.shape == (30, 4)
     np.testing.assert_array_equal(whole.rewards[:, 2:], b2.rewards)
     assert whole.num_valid == b1.num_valid + b2.num_valid
+    # Episode lengths follow rollout order (step, then env), which segments() checks them
+    # against: the joined batch has exactly the complete episodes of its parts.
+    from pgcommon.baselines import segments
+    parts = [segments(b, 0.99).num_episodes for b in (b1, b2)]
+    assert segments(whole, 0.99).num_episodes == sum(parts) > 0
     short, _ = collect(envs, policy, spec, 5, rng)
     envs.close()
     with pytest.raises(ValueError, match=r"different lengths T \[5, 30\]"):
@@ -191,9 +202,6 @@ def test_one_device_mirrored_strategy_matches_the_single_device_agent():
 
     with pytest.raises(ValueError, match=r"got 2 batches but this process holds 1 replicas"):
         dist.update([batch, batch])
-    bad = ReinforceConfig(baseline="optimal_per_param")
-    with pytest.raises(ValueError, match="baseline='optimal_per_param' is not supported"):
-        DistributedReinforceAgent(spec, bad)
     with pytest.raises(ValueError, match="update_path='cached' is not supported"):
         DistributedReinforceAgent(spec, ReinforceConfig(update_path="cached"))
 
@@ -222,26 +230,13 @@ def _logical_devices_run() -> dict:
             spec = spec_for_env(envs[0], dtype=dtype)
             dist = DistributedReinforceAgent(spec, config, seed=1, strategy=strategy)
             single = ReinforceAgent(spec, config, seed=1)
-            states, rngs = [None, None], [replica_rng(0, r) for r in (0, 1)]
             rows = []
-            for _ in range(2):  # the second Adam step uses both moments of the first
-                batches = []
-                for r in (0, 1):
-                    batch, states[r] = collect(envs[r], dist.rollout_policy(), dist.spec,
-                                               config.num_steps, rngs[r], states[r])
-                    batches.append(batch)
-                whole = concat_batches(batches)
-                g_dist, g_single = dist.gradients(batches), single.gradients(whole)
-                m_dist, m_single = dist.update(batches), single.update(whole)
-                w_dist, w_single = dist.get_weights(), single.get_weights()
+            # Two updates: the second Adam step uses both moments of the first.
+            for row, batches, whole, m_dist, m_single in _two_replica_updates(
+                    dist, single, envs, [replica_rng(0, r) for r in (0, 1)]):
                 rows.append({
-                    "grad_err": max(float(np.abs(g_dist[k] - g_single[k]).max()) for k in g_dist),
-                    "grad_scale": max(float(np.abs(g).max()) for g in g_single.values()),
-                    "weight_err": max(float(np.abs(w_dist[k] - w_single[k]).max())
-                                      for k in w_dist),
+                    **row,
                     "loss_err": abs(m_dist["loss"] - m_single["loss"]),
-                    "norm": [m_dist["grad_norm"], m_single["grad_norm"]],
-                    "applied": [m_dist["applied"], m_single["applied"]],
                     "num_valid": [m_dist["num_valid"], whole.num_valid],
                     "valid_per_replica": [b.num_valid for b in batches],
                     "same_obs": bool(np.array_equal(batches[0].obs, batches[1].obs)),
@@ -251,7 +246,64 @@ def _logical_devices_run() -> dict:
             report[f"{dtype}/{case}"] = {"rows": rows, "trace_counts": dist.trace_counts(),
                                          "replicas": dist.num_replicas}
         report[f"{dtype}/optimal_scalar"] = _optimal_scalar_case(strategy, dtype)
+    for baseline, kw in EPISODIC_CASES.items():
+        report[f"float64/{baseline}"] = _episodic_case(strategy, baseline, kw)
     return report
+
+
+def _two_replica_updates(dist, single, envs, rngs, num_updates: int = 2):
+    """Yield ``(row, batches, whole, dist metrics, single metrics)`` per update: each replica
+    collects with the distributed agent's policy; ``single`` learns from the joined batch.
+    ``row`` holds the gradient and weight errors, the norms and ``applied`` of both."""
+    states = [None] * len(envs)
+    for _ in range(num_updates):
+        batches = []
+        for r, env in enumerate(envs):
+            batch, states[r] = collect(env, dist.rollout_policy(), dist.spec,
+                                       dist.config.num_steps, rngs[r], states[r])
+            batches.append(batch)
+        whole = concat_batches(batches)
+        g_dist, g_single = dist.gradients(batches), single.gradients(whole)
+        m_dist, m_single = dist.update(batches), single.update(whole)
+        w_dist, w_single = dist.get_weights(), single.get_weights()
+        row = {
+            "grad_err": max(float(np.abs(g_dist[k] - g_single[k]).max()) for k in g_dist),
+            "grad_scale": max(float(np.abs(g).max()) for g in g_single.values()),
+            "weight_err": max(float(np.abs(w_dist[k] - w_single[k]).max()) for k in w_dist),
+            "norm": [m_dist["grad_norm"], m_single["grad_norm"]],
+            "applied": [m_dist["applied"], m_single["applied"]],
+        }
+        yield row, batches, whole, m_dist, m_single
+
+
+def _episodic_case(strategy, baseline: str, kw: dict) -> dict:
+    """2 replicas with an episodic baseline vs ``eager.agent.ReinforceAgent`` (the
+    single-device ``pgcommon.baselines`` formulas: complete episodes, leave-one-out, padding,
+    normalisation) fed the joined batch; float64, two updates (SGD, so a gradient counted
+    twice or a per-replica mean would show), rollouts with the distributed agent's policy."""
+    from eager.agent import ReinforceAgent
+    from eager.distributed import DistributedReinforceAgent
+
+    config = ReinforceConfig(num_envs=3, num_steps=48, learning_rate=0.0625, dtype="float64",
+                             optimizer="sgd", baseline=baseline, **kw)
+    envs = [make_vec_env("CartPole-v1", 3, replica_env_seed(2, r, 3)) for r in (0, 1)]
+    spec = spec_for_env(envs[0], hidden=(16,), dtype="float64")
+    dist = DistributedReinforceAgent(spec, config, seed=3, strategy=strategy)
+    single = ReinforceAgent(spec, config, seed=3)
+    rows = []
+    for row, batches, _, m_dist, m_single in _two_replica_updates(
+            dist, single, envs, [replica_rng(2, r) for r in (0, 1)]):
+        rows.append({
+            **row,
+            "loss": [m_dist["loss"], m_single["loss"]],
+            "baseline": [m_dist["baseline"], m_single["baseline"]],
+            "episodes": [m_dist["episodes"], m_single["episodes"]],
+            "episodes_per_replica": [int(np.sum((b.terminated | b.truncated) & b.valid))
+                                     for b in batches],
+        })
+    for e in envs:
+        e.close()
+    return {"rows": rows}
 
 
 def _per_sample_gradients_by_loop(agent, obs, actions) -> np.ndarray:
@@ -330,9 +382,12 @@ def test_two_logical_devices_equal_one_device_on_the_concatenated_batch():
         env=_subprocess_env(), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = _last_json_line(proc.stdout)
-    assert set(report) == {f"{d}/{c}" for d in TOL for c in (*PARITY_CASES, "optimal_scalar")}
+    assert set(report) == ({f"{d}/{c}" for d in TOL for c in (*PARITY_CASES, "optimal_scalar")}
+                           | {f"float64/{b}" for b in EPISODIC_CASES})
     for dtype in TOL:
         _check_optimal_scalar(report.pop(f"{dtype}/optimal_scalar"), TOL[dtype], dtype)
+    for baseline in EPISODIC_CASES:
+        _check_episodic(report.pop(f"float64/{baseline}"), TOL["float64"], baseline)
     unequal_valid = 0
     for key, result in report.items():
         tol = TOL[key.split("/")[0]]
@@ -351,6 +406,23 @@ def test_two_logical_devices_equal_one_device_on_the_concatenated_batch():
     # Replicas holding different numbers of valid steps is what tells a global mean from a
     # mean of per-replica means; the run must contain such updates to be a test of it.
     assert unequal_valid >= 2
+
+
+def _check_episodic(result: dict, tol: dict, baseline: str) -> None:
+    unequal = 0
+    for u, row in enumerate(result["rows"]):
+        where = f"float64/{baseline} update {u}: {row}"
+        assert row["applied"] == [True, True], where
+        assert row["episodes"][0] == row["episodes"][1] > 2, where
+        assert row["grad_err"] <= tol["grad"] * max(1.0, row["grad_scale"]), where
+        assert row["weight_err"] <= tol["weight"], where
+        assert row["loss"][0] == pytest.approx(row["loss"][1], abs=tol["loss"]), where
+        assert row["norm"][0] == pytest.approx(row["norm"][1], rel=10 * tol["grad"]), where
+        assert row["baseline"][0] == pytest.approx(row["baseline"][1], rel=10 * tol["grad"]), where
+        unequal += row["episodes_per_replica"][0] != row["episodes_per_replica"][1]
+    # Replicas ending different numbers of episodes tell global sums over episodes from
+    # per-replica means (or leave-one-out over one replica's episodes only).
+    assert unequal >= 1, result
 
 
 def _check_optimal_scalar(row: dict, tol: dict, dtype: str) -> None:

@@ -1,0 +1,218 @@
+"""The episodic optimal baselines under ``tf.distribute``, from all-reduced sums.
+
+``optimal_scalar_episodic``, ``optimal_per_param`` and ``optimal_time`` (formulas and
+decisions in ``pgcommon/baselines.py``) average over the complete episodes of the GLOBAL
+batch. Each replica cuts its own batch into episodes (an env's episodes never cross
+replicas) and takes per-sample gradients of them on its copy of the weights; every sum over
+episodes is then all-reduced (``strategy.reduce(SUM)``, a collective across workers too)
+before anything is divided::
+
+    scale   from sum 1, sum R, then sum (R - mean)^2 over valid steps   (normalize_returns)
+    E, sum_e T_e, H = max_e T_e                                          episodes, steps, horizon
+    scalar_episodic  S_nR = sum_e n_e R_e, S_n = sum_e n_e, S_R = sum_e R_e,  n_e = ||g_e||^2
+    per_param        S_ggR = sum_e g_e^2 R_e [P], S_gg [P], S_R
+    time             sum_e psi^2 a r [H, P], sum_e psi^2 [H, P], sum_e a r [H, 1]
+
+Episode e's leave-one-out baseline is then (global sum - e's own term) / (global sum - e's
+own term) (``pgcommon.baselines.loo_from_sums``), its mean fallback (S_R - R_e) / (E - 1).
+The ascent ``sum_e g_e (R_e - b^(-e))`` is summed per replica and all-reduced, then divided
+by the global ``sum_e T_e``; the loss (and the entropy bonus's gradient) by the agent's
+distributed loss function. The result is the single-device update on the joined batch up
+to the order of float summation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from pgcommon import baselines as shared
+from pgcommon.returns import discounted_returns
+from pgcommon.rollout import Batch
+
+SUM = tf.distribute.ReduceOp.SUM
+
+
+@dataclass
+class _Replica:
+    """One local replica's complete episodes (rows episode after episode)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    used: np.ndarray          # int64 [M_r]: flat indices of the complete episodes' steps
+    episode: np.ndarray       # int64 [M_r]: the step's episode (0..E_r - 1)
+    lengths: np.ndarray       # int64 [E_r]
+    returns: np.ndarray       # float64 [E_r], R_e / scale
+    rewards: np.ndarray       # float64 [M_r], a_l r_l / scale
+    grads: np.ndarray         # float64 [M_r, P]
+
+
+class DistributedEpisodic:
+    """``gradients``, ``update``, ``loss_value`` of a ``DistributedReinforceAgent`` whose
+    baseline is one of ``pgcommon.baselines.EPISODIC``."""
+
+    def __init__(self, agent):
+        self._agent = agent
+
+    # ------------------------------------------------------------ reductions
+    def _allreduce(self, local: list[list[np.ndarray]]) -> list[np.ndarray]:
+        """Sum over all replicas: ``local[k]`` holds local replica k's float64 arrays (same
+        shapes on every replica); returns the global sums, packed into one collective."""
+        a = self._agent
+        shapes = [np.shape(x) for x in local[0]]
+        packed = {rid: np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in parts])
+                  for rid, parts in zip(a.replica_ids, local)}
+        values = a.strategy.experimental_distribute_values_from_function(
+            lambda ctx: tf.constant(packed[ctx.replica_id_in_sync_group]))
+        flat = a.strategy.reduce(SUM, values, axis=None).numpy()
+        out, start = [], 0
+        for shape in shapes:
+            size = int(np.prod(shape, dtype=np.int64))
+            out.append(flat[start:start + size].reshape(shape))
+            start += size
+        return out
+
+    def _by_replica(self, values: list[float]) -> np.ndarray:
+        """``[num_replicas]``: each replica's value in its own slot (a sum of one-hots)."""
+        a = self._agent
+        local = []
+        for rid, v in zip(a.replica_ids, values):
+            slots = np.zeros(a.num_replicas)
+            slots[rid] = v
+            local.append([slots])
+        return self._allreduce(local)[0]
+
+    # ------------------------------------------------------------ estimate
+    def _estimate(self, batches: Sequence[Batch]) -> dict[str, Any]:
+        a = self._agent
+        config, spec = a.config, a.spec
+        segs = [shared.segments(b, config.gamma) for b in batches]
+        reward_to_go = [
+            discounted_returns(b.rewards, b.terminated, b.truncated, config.gamma)[b.valid]
+            for b in batches]
+        count, total = self._allreduce([[np.float64(r.size), np.sum(r)] for r in reward_to_go])
+        scale = 1.0
+        if config.normalize_returns:  # shared.returns_scale over the global batch
+            (squares,) = self._allreduce([[np.sum((r - total / count) ** 2)]
+                                          for r in reward_to_go])
+            std = float(np.sqrt(squares / count))
+            scale = std if std > 0 else 1.0
+        names = list(a.variables)
+        shapes = [tuple(v.shape) for v in a.variables.values()]
+        width = sum(int(np.prod(s, dtype=np.int64)) for s in shapes)
+        method = shared.per_sample_method(spec.torso)
+        replicas = []
+        for batch, s in zip(batches, segs):
+            obs, actions, _, _ = a.replica_arrays(batch)
+            used = s.episode_order()
+            lengths = s.lengths[s.complete]
+            if used.size:
+                per_sample = a.per_sample_gradients(obs[used], actions[used], method)
+                grads = shared.flatten({n: per_sample[n] for n in names})
+            else:
+                grads = np.zeros((0, width))
+            replicas.append(_Replica(
+                obs=obs, actions=actions, used=used, episode=s.episode_ids()[used],
+                lengths=lengths, returns=s.returns[s.complete] / scale,
+                rewards=s.discounted_rewards[used] / scale, grads=grads))
+        horizons = self._by_replica([int(r.lengths.max(initial=0)) for r in replicas])
+        num_episodes, num_steps = (int(x) for x in self._allreduce(
+            [[np.float64(r.lengths.size), np.float64(r.lengths.sum())] for r in replicas]))
+        if num_episodes == 0:
+            raise ValueError(
+                f"baseline={config.baseline!r} needs a complete episode in the global batch, "
+                f"and none of the {a.num_replicas} replicas' batches (T={batches[0].num_steps}) "
+                "holds one: raise ReinforceConfig.num_steps above the episode length")
+        horizon = int(horizons.max())
+        ascent, centre = None, None
+        if config.baseline == "optimal_time":
+            psis = [shared.time_psi(r.grads, r.lengths) for r in replicas]
+            sums = self._allreduce([list(shared.time_sums(p, r.lengths, r.rewards, horizon))
+                                    for p, r in zip(psis, replicas)])
+            (ascent,) = self._allreduce([[shared.time_ascent_from_sums(
+                p, r.lengths, r.rewards, tuple(sums), num_episodes)]
+                for p, r in zip(psis, replicas)])
+            num, den, sum_ar = sums
+            b = shared._ratio_or(num, den, sum_ar / num_episodes)  # noqa: SLF001 (plug-in)
+            (centre,) = self._allreduce([[np.sum(r.returns)] for r in replicas])
+            centre = centre / num_episodes
+        else:
+            scores = [shared.episode_scores(r.grads, r.lengths) if r.lengths.size
+                      else np.zeros((0, width)) for r in replicas]
+            if config.baseline == "optimal_scalar_episodic":
+                own = [(np.sum(g ** 2, axis=1), r.returns) for g, r in zip(scores, replicas)]
+            else:  # optimal_per_param
+                own = [(g * g, r.returns[:, None]) for g, r in zip(scores, replicas)]
+            s_nr, s_n, s_r = self._allreduce([[np.sum(n * r, axis=0), np.sum(n, axis=0),
+                                              np.sum(r, axis=0)] for n, r in own])
+            b_loo = [shared.loo_from_sums(s_nr, s_n, n * r, n, s_r, r, num_episodes)
+                     for n, r in own]
+            mean_r = s_r / num_episodes
+            b = shared._ratio_or(s_nr, s_n, mean_r)  # noqa: SLF001 (plug-in, for logging)
+            if config.baseline == "optimal_per_param":
+                (ascent,) = self._allreduce([[np.sum(g * (r - bl), axis=0)]
+                                             for g, (_, r), bl in zip(scores, own, b_loo)])
+                centre = float(mean_r[0])
+        advantages, weights = [], []
+        for k, r in enumerate(replicas):
+            adv, w = np.zeros(r.obs.shape[0]), np.zeros(r.obs.shape[0])
+            if ascent is None:
+                adv[r.used] = r.returns[r.episode] - b_loo[k][r.episode]
+            else:
+                adv[r.used] = r.returns[r.episode] - centre
+            w[r.used] = 1.0 / num_steps
+            advantages.append(adv.astype(spec.np_dtype))
+            weights.append(w.astype(spec.np_dtype))
+        if ascent is not None:
+            ascent = ascent / num_steps
+            start, split = 0, {}
+            for n, shape in zip(names, shapes):
+                size = int(np.prod(shape, dtype=np.int64))
+                split[n] = ascent[start:start + size].reshape(shape)
+                start += size
+            ascent = split
+        return {"replicas": replicas, "advantages": advantages, "weights": weights,
+                "ascent": ascent, "baseline": float(np.mean(b)), "episodes": num_episodes,
+                "num_valid": int(count)}
+
+    def _loss(self, est, advantages=None):
+        """All-reduced ``(loss, grads list, entropy)`` of the weighted REINFORCE loss."""
+        a = self._agent
+        advantages = est["advantages"] if advantages is None else advantages
+        arrays = {rid: (r.obs, r.actions, adv, w) for rid, r, adv, w in
+                  zip(a.replica_ids, est["replicas"], advantages, est["weights"])}
+        values = a.strategy.experimental_distribute_values_from_function(
+            lambda ctx: tuple(tf.constant(x) for x in arrays[ctx.replica_id_in_sync_group]))
+        loss, grads, entropy = a._replica_loss_fn(*values)  # noqa: SLF001 (same twin)
+        first = lambda v: a.strategy.experimental_local_results(v)[0].numpy()  # noqa: E731
+        return first(loss), [first(g) for g in grads], first(entropy)
+
+    def _gradients(self, est) -> tuple[dict[str, np.ndarray], float, float]:
+        """The loss gradient by name, the loss and the entropy term."""
+        a = self._agent
+        loss, grads, entropy = self._loss(est)
+        if est["ascent"] is None:
+            return dict(zip(a.variables, grads)), loss, entropy
+        out = {n: -est["ascent"][n] for n in a.variables}
+        if a.config.entropy_coef > 0:
+            _, bonus, _ = self._loss(est, [np.zeros_like(x) for x in est["advantages"]])
+            out = {n: out[n] + g for n, g in zip(a.variables, bonus)}
+        return {n: g.astype(a.spec.np_dtype) for n, g in out.items()}, loss, entropy
+
+    # ---------------------------------------------------------------- public
+    def loss_value(self, batches: Sequence[Batch]) -> float:
+        return float(self._loss(self._estimate(batches))[0])
+
+    def gradients(self, batches: Sequence[Batch]) -> dict[str, np.ndarray]:
+        return self._gradients(self._estimate(batches))[0]
+
+    def update(self, batches: Sequence[Batch]) -> dict[str, Any]:
+        est = self._estimate(batches)
+        grads, loss, entropy = self._gradients(est)
+        norm = float(np.sqrt(sum(np.sum(np.square(g, dtype=np.float64)) for g in grads.values())))
+        applied = bool(np.isfinite(loss)) and self._agent.apply_gradients(grads)
+        return {"loss": float(loss), "grad_norm": norm, "entropy": float(entropy),
+                "applied": applied, "num_valid": est["num_valid"], "baseline": est["baseline"],
+                "episodes": est["episodes"]}
