@@ -178,11 +178,8 @@ class ReinforceAgent:
 
     # -------------------------------------------------------------- update
     def inputs(self, batch: Batch) -> TrainInputs:
-        """The flat arrays an update on ``batch`` is fed (validated)."""
-        inputs = training_inputs(batch, self.config, self.spec)
-        policy_inputs.as_obs(self.spec, inputs.obs, "batch.obs")
-        policy_inputs.as_actions(self.spec, inputs.actions, inputs.batch_size, "batch.actions")
-        return inputs
+        """The flat arrays an update on ``batch`` is fed (validated by ``training_inputs``)."""
+        return training_inputs(batch, self.config, self.spec)
 
     def _feed(self, inputs: TrainInputs) -> dict[tf.Tensor, np.ndarray]:
         return {self.obs_ph: inputs.obs, self.actions_ph: inputs.actions,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pgcommon import policy_inputs
 from pgcommon.config import ReinforceConfig
 from pgcommon.returns import discounted_returns, normalize
 from pgcommon.rollout import Batch
@@ -53,9 +54,12 @@ def flat_returns(batch: Batch, config: ReinforceConfig) -> np.ndarray:
 
 
 def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec) -> TrainInputs:
-    """The arrays an update is fed, in ``spec.dtype``.
+    """The arrays an update is fed, in ``spec.dtype``, validated at this boundary.
 
-    Raises ``ValueError`` for a batch with no valid step (nothing to learn from).
+    Raises ``ValueError`` for a batch with no valid step (nothing to learn from), and for
+    observations or actions that do not fit ``spec`` (``pgcommon.policy_inputs``: wrong
+    shape, non-finite entries, categorical actions out of range), naming ``batch.obs`` or
+    ``batch.actions`` and the first bad index.
     """
     if batch.num_valid == 0:
         raise ValueError(
@@ -68,10 +72,12 @@ def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec) -> 
     advantages = returns
     if config.baseline == "mean":
         advantages = np.where(valid, returns - returns[valid].mean(), 0.0)
-    actions = batch.actions.reshape(-1, *batch.actions.shape[2:])
+    obs = policy_inputs.as_obs(spec, batch.obs.reshape(-1, *batch.obs.shape[2:]), "batch.obs")
+    actions = policy_inputs.as_actions(spec, batch.actions.reshape(-1, *batch.actions.shape[2:]),
+                                       valid.shape[0], "batch.actions")
     return TrainInputs(
-        obs=batch.obs.reshape(-1, *batch.obs.shape[2:]).astype(dtype, copy=False),
-        actions=actions if spec.is_discrete else actions.astype(dtype),
+        obs=obs,
+        actions=actions,
         returns=returns.astype(dtype),
         advantages=advantages.astype(dtype),
         weights=(valid / valid.sum()).astype(dtype),
