@@ -14,17 +14,20 @@ The functions have input signatures with a dynamic batch, so they trace once.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from pgcommon import baselines as shared
+from pgcommon.baseline_memory import BaselineMemory
 from pgcommon.rollout import Batch
 
 from eager import distributions, per_sample
 from eager.agent import checked_gradients
 from eager.loss import reinforce_loss
+from eager.policy_call import direct_callable
 
 
 def scalar_baseline(sq_norms: tf.Tensor, returns: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
@@ -47,6 +50,10 @@ class BaselineUpdate:
     def __init__(self, agent):
         self._agent = agent
         self._scalar_fns = None
+        self.memory = BaselineMemory(agent.config.baseline_memory)
+        """The episodic baselines' earlier batches (``pgcommon/baseline_memory.py``): read by
+        every estimate, added to only by an applied update."""
+        self._scalar_train_call = None  # direct_callable of the train step, on first update
 
     # ------------------------------------------------------------ optimal_scalar
     def _scalar_loss_and_grads(self, obs, actions, returns, weights):
@@ -84,9 +91,13 @@ class BaselineUpdate:
         if self._scalar_fns is None:
             s = self._agent._signatures()  # noqa: SLF001
             sig = [s["obs"], s["actions"], s["vector"], s["vector"]]
+            # As the agent's own train step: no AutoGraph (the bodies branch in Python on
+            # config only), and XLA for the train step, which fuses Keras Adam's small ops.
+            function = functools.partial(tf.function, autograph=False, input_signature=sig)
             self._scalar_fns = {
-                "loss_and_grads": tf.function(self._scalar_loss_and_grads, input_signature=sig),
-                "train": tf.function(self._scalar_train, input_signature=sig),
+                "loss_and_grads": function(self._scalar_loss_and_grads),
+                "train": function(self._scalar_train,
+                                  jit_compile=self._agent.config.jit_compile),
             }
         return self._scalar_fns
 
@@ -103,7 +114,8 @@ class BaselineUpdate:
         a = self._agent
         method = shared.per_sample_method(a.spec.torso)
         return shared.episodic_estimate(
-            batch, a.config, a.spec, lambda obs, act: a.per_sample_gradients(obs, act, method))
+            batch, a.config, a.spec, lambda obs, act: a.per_sample_gradients(obs, act, method),
+            self.memory)
 
     def _run(self, fn, inputs):
         return fn(*self._agent._args(inputs))  # noqa: SLF001
@@ -144,7 +156,9 @@ class BaselineUpdate:
         for the episodic baselines, ``episodes`` (complete episodes used)."""
         a = self._agent
         if a.config.baseline == "optimal_scalar":
-            loss, norm, ent, applied, b = self._scalar()["train"](*self._scalar_args(batch))
+            if self._scalar_train_call is None:
+                self._scalar_train_call = direct_callable(self._scalar()["train"])
+            loss, norm, ent, applied, b = self._scalar_train_call(*self._scalar_args(batch))
             return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
                     "applied": bool(applied), "baseline": float(b)}
         est = self._episodic(batch)
@@ -156,5 +170,7 @@ class BaselineUpdate:
             loss, _, ent = self._run(a._loss_fn, est.inputs)  # noqa: SLF001
             norm = np.sqrt(sum(np.sum(np.square(g, dtype=np.float64)) for g in grads.values()))
             applied = a.apply_gradients(grads)
+        if applied:  # a skipped (non-finite) update leaves the memory as it was
+            self.memory.add(est.sums)
         return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
                 "applied": bool(applied), **extra}

@@ -19,11 +19,13 @@ import numpy as np
 import tensorflow as tf
 
 from pgcommon import baselines as shared
+from pgcommon.baseline_memory import BaselineMemory
 from pgcommon.rollout import Batch
 
 from legacy_graph import distributions, per_sample
 from legacy_graph.agent import checked_gradients
 from legacy_graph.loss import reinforce_loss
+from legacy_graph.policy_call import direct_callable
 
 tf1 = tf.compat.v1
 
@@ -48,6 +50,9 @@ class BaselineUpdate:
     def __init__(self, agent):
         self._agent = agent
         self._scalar_fns = None
+        self.memory = BaselineMemory(agent.config.baseline_memory)
+        """The episodic baselines' earlier batches (``pgcommon/baseline_memory.py``): read by
+        every estimate, added to only by an applied update."""
 
     # ------------------------------------------------------------ optimal_scalar
     def _scalar(self):
@@ -76,12 +81,13 @@ class BaselineUpdate:
                     grads = checked_gradients(loss, a.variables)
                 train_op, applied = a._guarded_apply(grads, loss)  # noqa: SLF001 (same twin)
                 metrics = [loss, tf.linalg.global_norm(grads), tf.reduce_sum(w * entropies),
-                           applied, b, train_op]
+                           applied, b]
             feeds = [a.obs_ph, a.actions_ph, returns, a.weights_ph]
             self._scalar_fns = {
                 "loss": a.session.make_callable(loss, feeds),
                 "grads": a.session.make_callable(grads, feeds),
-                "train": a.session.make_callable(metrics, feeds),
+                # As the agent's own train step: the Session's callable without its Python.
+                "train": direct_callable(a.session, metrics, feeds, targets=[train_op]),
             }
         return self._scalar_fns
 
@@ -94,7 +100,8 @@ class BaselineUpdate:
         a = self._agent
         method = shared.per_sample_method(a.spec.torso)
         return shared.episodic_estimate(
-            batch, a.config, a.spec, lambda obs, act: a.per_sample_gradients(obs, act, method))
+            batch, a.config, a.spec, lambda obs, act: a.per_sample_gradients(obs, act, method),
+            self.memory)
 
     def _run(self, fetches, inputs):
         return self._agent.session.run(fetches, self._agent._feed(inputs))  # noqa: SLF001
@@ -131,7 +138,7 @@ class BaselineUpdate:
         for the episodic baselines, ``episodes`` (complete episodes used)."""
         a = self._agent
         if a.config.baseline == "optimal_scalar":
-            loss, norm, ent, applied, b, _ = self._scalar()["train"](*self._scalar_args(batch))
+            loss, norm, ent, applied, b = self._scalar()["train"](*self._scalar_args(batch))
             return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
                     "applied": bool(applied), "baseline": float(b)}
         est = self._episodic(batch)
@@ -144,5 +151,7 @@ class BaselineUpdate:
             loss, ent = self._run([a.loss, a.entropy], est.inputs)
             norm = np.sqrt(sum(np.sum(np.square(g, dtype=np.float64)) for g in grads.values()))
             applied = a.apply_gradients(grads)
+        if applied:  # a skipped (non-finite) update leaves the memory as it was
+            self.memory.add(est.sums)
         return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
                 "applied": bool(applied), **extra}
