@@ -132,6 +132,12 @@ class DistributedReinforceAgent(ReinforceAgent):
             self._episodic_update = DistributedEpisodic(self)
         return self._episodic_update
 
+    @property
+    def baseline_memory(self):
+        """The episodic baselines' earlier-batch sums, updated from the all-reduced sums (the
+        same on every replica and worker); None for the other baselines."""
+        return self._episodic().memory if self.config.baseline in EPISODIC else None
+
     def _local_batches(self, batches: Batch | Sequence[Batch]) -> list[Batch]:
         """One batch per local replica, as a list (checked)."""
         batches = [batches] if isinstance(batches, Batch) else list(batches)

@@ -13,12 +13,15 @@ before anything is divided::
     per_param        S_ggR = sum_e g_e^2 R_e [P], S_gg [P], S_R
     time             sum_e psi^2 a r [H, P], sum_e psi^2 [H, P], sum_e a r [H, 1]
 
-Episode e's leave-one-out baseline is then (global sum - e's own term) / (global sum - e's
-own term) (``pgcommon.baselines.loo_from_sums``), its mean fallback (S_R - R_e) / (E - 1).
-The ascent ``sum_e g_e (R_e - b^(-e))`` is summed per replica and all-reduced, then divided
-by the global ``sum_e T_e``; the loss (and the entropy bonus's gradient) by the agent's
-distributed loss function. The result is the single-device update on the joined batch up
-to the order of float summation.
+Episode e's leave-one-out baseline is then (memory + global sum - e's own term) /
+(memory + global sum - e's own term) (``pgcommon.baselines.loo_from_sums``), its mean
+fallback (M_R + S_R - R_e) / (M_E + E - 1), where M are the earlier batches' decayed sums
+(``pgcommon/baseline_memory.py``, in raw return units): after an applied update the memory
+takes in the all-reduced sums, so every replica and worker holds the same memory. The ascent
+``sum_e g_e (R_e - b^(-e))`` is summed per replica and all-reduced, then divided by the
+global ``sum_e T_e`` and the scale; the loss (and the entropy bonus's gradient) by the
+agent's distributed loss function. The result is the single-device update on the joined
+batch up to the order of float summation.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from pgcommon import baselines as shared
+from pgcommon.baseline_memory import BaselineMemory, EpisodeSums
 from pgcommon.returns import discounted_returns
 from pgcommon.rollout import Batch
 
@@ -44,8 +48,8 @@ class _Replica:
     used: np.ndarray          # int64 [M_r]: flat indices of the complete episodes' steps
     episode: np.ndarray       # int64 [M_r]: the step's episode (0..E_r - 1)
     lengths: np.ndarray       # int64 [E_r]
-    returns: np.ndarray       # float64 [E_r], R_e / scale
-    rewards: np.ndarray       # float64 [M_r], a_l r_l / scale
+    returns: np.ndarray       # float64 [E_r], R_e (raw: the memory's units)
+    rewards: np.ndarray       # float64 [M_r], a_l r_l (raw)
     grads: np.ndarray         # float64 [M_r, P]
 
 
@@ -55,6 +59,9 @@ class DistributedEpisodic:
 
     def __init__(self, agent):
         self._agent = agent
+        self.memory = BaselineMemory(agent.config.baseline_memory)
+        """Earlier batches' sums, global (from all-reduced sums): read by every estimate,
+        added to only by an applied update."""
 
     # ------------------------------------------------------------ reductions
     def _allreduce(self, local: list[list[np.ndarray]]) -> list[np.ndarray]:
@@ -115,8 +122,8 @@ class DistributedEpisodic:
                 grads = np.zeros((0, width))
             replicas.append(_Replica(
                 obs=obs, actions=actions, used=used, episode=s.episode_ids()[used],
-                lengths=lengths, returns=s.returns[s.complete] / scale,
-                rewards=s.discounted_rewards[used] / scale, grads=grads))
+                lengths=lengths, returns=s.returns[s.complete],
+                rewards=s.discounted_rewards[used], grads=grads))
         horizons = self._by_replica([int(r.lengths.max(initial=0)) for r in replicas])
         num_episodes, num_steps = (int(x) for x in self._allreduce(
             [[np.float64(r.lengths.size), np.float64(r.lengths.sum())] for r in replicas]))
@@ -125,19 +132,20 @@ class DistributedEpisodic:
                 f"baseline={config.baseline!r} needs a complete episode in the global batch, "
                 f"and none of the {a.num_replicas} replicas' batches (T={batches[0].num_steps}) "
                 "holds one: raise ReinforceConfig.num_steps above the episode length")
-        horizon = int(horizons.max())
-        ascent, centre = None, None
+        horizon = max(int(horizons.max()), self.memory.horizon)
+        prior = self.memory.sums
+        ascent = None
+        (sum_r,) = self._allreduce([[np.sum(r.returns)] for r in replicas])
+        centre = sum_r / num_episodes / scale  # the reported loss's <R>
         if config.baseline == "optimal_time":
             psis = [shared.time_psi(r.grads, r.lengths) for r in replicas]
-            sums = self._allreduce([list(shared.time_sums(p, r.lengths, r.rewards, horizon))
-                                    for p, r in zip(psis, replicas)])
+            sums = EpisodeSums(*self._allreduce(
+                [list(shared.time_sums(p, r.lengths, r.rewards, horizon))
+                 for p, r in zip(psis, replicas)]), count=float(num_episodes))
+            total = sums if prior is None else sums.plus(prior)
             (ascent,) = self._allreduce([[shared.time_ascent_from_sums(
-                p, r.lengths, r.rewards, tuple(sums), num_episodes)]
+                p, r.lengths, r.rewards, (total.num, total.den, total.sum_r), total.count)]
                 for p, r in zip(psis, replicas)])
-            num, den, sum_ar = sums
-            b = shared._ratio_or(num, den, sum_ar / num_episodes)  # noqa: SLF001 (plug-in)
-            (centre,) = self._allreduce([[np.sum(r.returns)] for r in replicas])
-            centre = centre / num_episodes
         else:
             scores = [shared.episode_scores(r.grads, r.lengths) if r.lengths.size
                       else np.zeros((0, width)) for r in replicas]
@@ -145,28 +153,29 @@ class DistributedEpisodic:
                 own = [(np.sum(g ** 2, axis=1), r.returns) for g, r in zip(scores, replicas)]
             else:  # optimal_per_param
                 own = [(g * g, r.returns[:, None]) for g, r in zip(scores, replicas)]
-            s_nr, s_n, s_r = self._allreduce([[np.sum(n * r, axis=0), np.sum(n, axis=0),
-                                              np.sum(r, axis=0)] for n, r in own])
-            b_loo = [shared.loo_from_sums(s_nr, s_n, n * r, n, s_r, r, num_episodes)
-                     for n, r in own]
-            mean_r = s_r / num_episodes
-            b = shared._ratio_or(s_nr, s_n, mean_r)  # noqa: SLF001 (plug-in, for logging)
+            s_nr, s_n = self._allreduce([[np.sum(n * r, axis=0), np.sum(n, axis=0)]
+                                         for n, r in own])
+            sums = EpisodeSums(num=s_nr, den=s_n, sum_r=sum_r, count=float(num_episodes))
+            total = sums if prior is None else sums.plus(prior)
+            b_loo = [shared.loo_from_sums(total.num, total.den, n * r, n, total.sum_r, r,
+                                          total.count) for n, r in own]
             if config.baseline == "optimal_per_param":
                 (ascent,) = self._allreduce([[np.sum(g * (r - bl), axis=0)]
                                              for g, (_, r), bl in zip(scores, own, b_loo)])
-                centre = float(mean_r[0])
+        b = shared._ratio_or(total.num, total.den,  # noqa: SLF001 (plug-in, for logging)
+                             total.sum_r / total.count)
         advantages, weights = [], []
         for k, r in enumerate(replicas):
             adv, w = np.zeros(r.obs.shape[0]), np.zeros(r.obs.shape[0])
             if ascent is None:
-                adv[r.used] = r.returns[r.episode] - b_loo[k][r.episode]
+                adv[r.used] = (r.returns[r.episode] - b_loo[k][r.episode]) / scale
             else:
-                adv[r.used] = r.returns[r.episode] - centre
+                adv[r.used] = r.returns[r.episode] / scale - centre
             w[r.used] = 1.0 / num_steps
             advantages.append(adv.astype(spec.np_dtype))
             weights.append(w.astype(spec.np_dtype))
         if ascent is not None:
-            ascent = ascent / num_steps
+            ascent = ascent / (num_steps * scale)
             start, split = 0, {}
             for n, shape in zip(names, shapes):
                 size = int(np.prod(shape, dtype=np.int64))
@@ -174,8 +183,8 @@ class DistributedEpisodic:
                 start += size
             ascent = split
         return {"replicas": replicas, "advantages": advantages, "weights": weights,
-                "ascent": ascent, "baseline": float(np.mean(b)), "episodes": num_episodes,
-                "num_valid": int(count)}
+                "ascent": ascent, "baseline": float(np.mean(b)) / scale,
+                "episodes": num_episodes, "num_valid": int(count), "sums": sums}
 
     def _loss(self, est, advantages=None):
         """All-reduced ``(loss, grads list, entropy)`` of the weighted REINFORCE loss."""
@@ -213,6 +222,8 @@ class DistributedEpisodic:
         grads, loss, entropy = self._gradients(est)
         norm = float(np.sqrt(sum(np.sum(np.square(g, dtype=np.float64)) for g in grads.values())))
         applied = bool(np.isfinite(loss)) and self._agent.apply_gradients(grads)
+        if applied:  # the global sums: every replica's memory stays the same
+            self.memory.add(est["sums"])
         return {"loss": float(loss), "grad_norm": norm, "entropy": float(entropy),
                 "applied": applied, "num_valid": est["num_valid"], "baseline": est["baseline"],
                 "episodes": est["episodes"]}

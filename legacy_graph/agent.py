@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from pgcommon import policy_inputs
 from pgcommon.advantages import TrainInputs, training_inputs
+from pgcommon.baselines import EPISODIC
 from pgcommon.config import ReinforceConfig
 from pgcommon.errors import DisconnectedGradientError
 from pgcommon.rollout import Batch
@@ -175,6 +176,12 @@ class ReinforceAgent:
             from legacy_graph.baselines import BaselineUpdate
             self._baseline_update = BaselineUpdate(self)
         return self._baseline_update
+
+    @property
+    def baseline_memory(self):
+        """The episodic baselines' earlier-batch sums (``pgcommon.baseline_memory.BaselineMemory``;
+        None for the other baselines): part of the training state, like the optimizer's."""
+        return self._baselines().memory if self.config.baseline in EPISODIC else None
 
     # -------------------------------------------------------------- update
     def inputs(self, batch: Batch) -> TrainInputs:

@@ -61,6 +61,7 @@ from typing import Callable
 import numpy as np
 
 from pgcommon.advantages import TrainInputs, training_inputs
+from pgcommon.baseline_memory import BaselineMemory, EpisodeSums
 from pgcommon.returns import discounted_returns
 from pgcommon.rollout import Batch
 
@@ -251,25 +252,67 @@ def _others(x: np.ndarray) -> np.ndarray:
     return before + after
 
 
-def _others_mean(x: np.ndarray) -> np.ndarray:
-    """``mean_{e' != e} x[e']`` for ``x [E, ...]``; 0 when there is no other episode."""
-    count = x.shape[0] - 1
-    return _others(x) / count if count > 0 else np.zeros_like(x)
+def _ratio_estimate(num_terms: np.ndarray, den_terms: np.ndarray, returns: np.ndarray,
+                    prior: EpisodeSums | None) -> tuple[np.ndarray, np.ndarray, EpisodeSums]:
+    """The leave-one-out ratio baselines of one batch, earlier batches' sums included.
+
+    ``b^(-e) = (prior.num + sum_{e' != e} num_e') / (prior.den + sum_{e' != e} den_e')``;
+    where that denominator is 0, ``(prior.sum_r + sum_{e' != e} R_e') / (prior.count + E - 1)``,
+    and 0 when that count is 0 (a lone episode and no memory).
+
+    Args:
+      num_terms, den_terms: float64 ``[E, K]``, each episode's ``den_e R_e`` and ``den_e``.
+      returns: float64 ``[E, 1]``, R_e. prior: the memory's sums (``pgcommon.baseline_memory``,
+        shaped ``[K]``) or None.
+
+    Returns:
+      ``(b_loo [E, K], b [K], sums)``: ``b`` the plug-in over the prior and all E episodes
+      (for logging), ``sums`` this batch's own (what the memory takes in after the update).
+    """
+    sums = EpisodeSums(num=num_terms.sum(axis=0), den=den_terms.sum(axis=0),
+                       sum_r=returns.sum(), count=float(returns.shape[0]))
+    total = sums if prior is None else sums.plus(prior)  # plus checks the prior's shapes
+    b = _ratio_or(total.num, total.den, total.sum_r / total.count)
+    if prior is None:
+        prior = EpisodeSums(num=0.0, den=0.0, sum_r=0.0, count=0.0)
+    count = prior.count + returns.shape[0] - 1
+    others_r = prior.sum_r + _others(returns)
+    fallback = others_r / count if count > 0 else np.zeros_like(returns)
+    b_loo = _ratio_or(prior.num + _others(num_terms), prior.den + _others(den_terms), fallback)
+    return b_loo, b, sums
 
 
-def loo_scalar_baselines(sq_norms: np.ndarray, returns: np.ndarray) -> np.ndarray:
+def loo_scalar_baselines(sq_norms: np.ndarray, returns: np.ndarray,
+                         prior: EpisodeSums | None = None) -> np.ndarray:
     """``[E]``: b* of each episode from the OTHER episodes (leave-one-out, module doc).
 
     ``b*_e = sum_{e' != e} ||g_e'||^2 R_e' / sum_{e' != e} ||g_e'||^2``; their mean return
-    where that denominator is 0, and 0 for a lone episode.
+    where that denominator is 0, and 0 for a lone episode. ``prior``: earlier batches' sums
+    (``[]`` each, ``pgcommon.baseline_memory``) added to both.
     """
+    return _scalar_estimate(sq_norms, returns, prior)[0]
+
+
+def _scalar_estimate(sq_norms, returns, prior):
     n = np.asarray(sq_norms, np.float64)[:, None]
     r = np.asarray(returns, np.float64)[:, None]
-    return _ratio_or(_others(n * r), _others(n), _others_mean(r))[:, 0]
+    b_loo, b, sums = _ratio_estimate(n * r, n, r, None if prior is None else _as_vector(prior))
+    return b_loo[:, 0], float(b[0]), _as_scalar(sums)
 
 
-def per_param_ascent(scores: np.ndarray, returns: np.ndarray,
-                     num_steps: int) -> tuple[np.ndarray, np.ndarray]:
+def _as_vector(sums: EpisodeSums) -> EpisodeSums:
+    """Scalar sums as ``[1]`` arrays (the ``K = 1`` of ``_ratio_estimate``)."""
+    return EpisodeSums(num=np.reshape(sums.num, 1), den=np.reshape(sums.den, 1),
+                       sum_r=np.float64(sums.sum_r), count=sums.count)
+
+
+def _as_scalar(sums: EpisodeSums) -> EpisodeSums:
+    return EpisodeSums(num=np.float64(sums.num[0]), den=np.float64(sums.den[0]),
+                       sum_r=np.float64(sums.sum_r), count=sums.count)
+
+
+def per_param_ascent(scores: np.ndarray, returns: np.ndarray, num_steps: int,
+                     prior: EpisodeSums | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Episodic REINFORCE with a baseline per parameter element (Peters & Schaal 2008).
 
     ``b_h = sum g_h^2 R / sum g_h^2``, taken for each episode over the other episodes
@@ -278,19 +321,26 @@ def per_param_ascent(scores: np.ndarray, returns: np.ndarray,
     Args:
       scores: float ``[E, P]``, g_e per complete episode; returns: float ``[E]``, R_e.
       num_steps: ``sum_e T_e`` (the ascent is a mean per step, see the module doc).
+      prior: earlier batches' sums (``[P]``, ``pgcommon.baseline_memory``) added to the
+        other episodes' in every ratio and fallback; None: this batch alone.
 
     Returns:
       ``(ascent [P], b [P])``: ``sum_e g_e (R_e - b^(-e)) / num_steps``, and the plug-in
-      ``b`` over all E episodes (the mean fallback included), for logging.
+      ``b`` over all E episodes and the prior (the mean fallback included), for logging.
     """
+    ascent, b, _ = _per_param_estimate(scores, returns, prior)
+    return ascent / num_steps, b
+
+
+def _per_param_estimate(scores, returns, prior):
     g, r = np.asarray(scores, np.float64), np.asarray(returns, np.float64)[:, None]
-    b_loo = _ratio_or(_others(g * g * r), _others(g * g), _others_mean(r))
-    b = _ratio_or(np.sum(g * g * r, axis=0), np.sum(g * g, axis=0), r.mean())
-    return np.sum(g * (r - b_loo), axis=0) / num_steps, b
+    b_loo, b, sums = _ratio_estimate(g * g * r, g * g, r, prior)
+    return np.sum(g * (r - b_loo), axis=0), b, sums
 
 
 def time_ascent(grads: np.ndarray, lengths: np.ndarray, discounted_rewards: np.ndarray,
-                num_steps: int) -> tuple[np.ndarray, np.ndarray]:
+                num_steps: int, prior: EpisodeSums | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """GPOMDP with a time-dependent baseline per parameter element (Peters & Schaal 2008).
 
     Episodes shorter than ``H = max(lengths)`` are continued with r = 0 and a frozen
@@ -305,17 +355,28 @@ def time_ascent(grads: np.ndarray, lengths: np.ndarray, discounted_rewards: np.n
       grads: float ``[M, P]`` per-sample gradients, rows episode after episode, each in
         time order (``Segments.episode_order``); lengths: int ``[E]``, T_e.
       discounted_rewards: float ``[M]``, ``a_l r_l`` in the same row order.
+      prior: earlier batches' sums (``[H', P]``, ``pgcommon.baseline_memory``) added to the
+        other episodes' in every ratio and fallback; H becomes ``max(H, H')``, the batch's
+        episodes continued to it like the shorter ones. None: this batch alone.
 
     Returns:
-      ``(ascent [P], b [H, P])``, b the plug-in over all E episodes, for logging.
+      ``(ascent [P], b [H, P])``, b the plug-in over all E episodes (and the prior), for
+      logging.
     """
+    ascent, b, _ = _time_estimate(grads, lengths, discounted_rewards, prior)
+    return ascent / num_steps, b
+
+
+def _time_estimate(grads, lengths, discounted_rewards, prior):
     lengths = np.asarray(lengths, np.int64)
-    horizon, num_episodes = int(lengths.max()), lengths.size
+    horizon = max(int(lengths.max()), 0 if prior is None else prior.horizon)
     ar = np.asarray(discounted_rewards, np.float64)
     psi = time_psi(grads, lengths)
-    num, den, sum_ar = time_sums(psi, lengths, ar, horizon)
-    total = time_ascent_from_sums(psi, lengths, ar, (num, den, sum_ar), num_episodes)
-    return total / num_steps, _ratio_or(num, den, sum_ar / num_episodes)
+    sums = EpisodeSums(*time_sums(psi, lengths, ar, horizon), count=float(lengths.size))
+    total = sums if prior is None else sums.plus(prior)
+    ascent = time_ascent_from_sums(psi, lengths, ar, (total.num, total.den, total.sum_r),
+                                   total.count)
+    return ascent, _ratio_or(total.num, total.den, total.sum_r / total.count), sums
 
 
 def time_psi(grads: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -352,12 +413,14 @@ def time_sums(psi: np.ndarray, lengths: np.ndarray, discounted_rewards: np.ndarr
 
 
 def loo_from_sums(num: np.ndarray, den: np.ndarray, own_num: np.ndarray, own_den: np.ndarray,
-                  total_r: np.ndarray, own_r: np.ndarray, num_episodes: int) -> np.ndarray:
+                  total_r: np.ndarray, own_r: np.ndarray, num_episodes: float) -> np.ndarray:
     """Leave-one-out ``(num - own_num) / (den - own_den)`` from sums over ALL episodes less
     the episode's own terms; where that denominator is 0, the other episodes' mean
     ``(total_r - own_r) / (E - 1)``, and 0 for a lone episode. Subtracting the own terms
-    leaves exactly 0 where no other episode contributes."""
-    fallback = ((total_r - own_r) / (num_episodes - 1) if num_episodes > 1
+    leaves exactly 0 where no other episode contributes. The sums (and ``num_episodes``, then
+    a decayed count) may include earlier batches' (``pgcommon.baseline_memory``)."""
+    others = num_episodes - 1
+    fallback = ((total_r - own_r) / others if others > 0
                 else np.zeros_like(np.asarray(own_r, np.float64)))
     return _ratio_or(num - own_num, den - own_den, fallback)
 
@@ -365,10 +428,11 @@ def loo_from_sums(num: np.ndarray, den: np.ndarray, own_num: np.ndarray, own_den
 def time_ascent_from_sums(psi: np.ndarray, lengths: np.ndarray,
                           discounted_rewards: np.ndarray,
                           sums: tuple[np.ndarray, np.ndarray, np.ndarray],
-                          num_episodes: int) -> np.ndarray:
+                          num_episodes: float) -> np.ndarray:
     """``[P]``: ``sum_e sum_{l<H} psi_el (a_l r_el - b_l^(-e))`` over the episodes given (not
     divided by the step count), ``b^(-e)`` from ``sums = time_sums(...)`` over all
-    ``num_episodes`` episodes (possibly of other replicas too), H their horizon."""
+    ``num_episodes`` episodes (possibly of other replicas and earlier batches too), H their
+    horizon (at least the episodes' longest)."""
     num, den, sum_ar = sums
     horizon = num.shape[0]
     lengths = np.asarray(lengths, np.int64)
@@ -400,6 +464,9 @@ class EpisodicEstimate:
     (for logging)."""
     num_episodes: int
     """E, the complete episodes the estimate uses."""
+    sums: EpisodeSums
+    """This batch's sums in raw return units (``pgcommon.baseline_memory``): what the
+    agent's ``BaselineMemory`` takes in once the update is applied."""
 
 
 def returns_scale(batch: Batch, gamma: float) -> float:
@@ -415,11 +482,16 @@ def per_sample_method(torso: str) -> str:
 
 
 def episodic_estimate(batch: Batch, config, spec,
-                      per_sample_gradients: Callable[[np.ndarray, np.ndarray], Grads]
-                      ) -> EpisodicEstimate:
+                      per_sample_gradients: Callable[[np.ndarray, np.ndarray], Grads],
+                      memory: BaselineMemory | None = None) -> EpisodicEstimate:
     """The episodic baselines of ``config.baseline`` on ``batch`` (module doc).
 
-    ``per_sample_gradients(obs, actions) -> {name: [M, *shape]}`` is the twin's.
+    ``per_sample_gradients(obs, actions) -> {name: [M, *shape]}`` is the twin's. ``memory``:
+    the agent's earlier batches' sums, added to every leave-one-out ratio (read only here;
+    the caller adds ``EpisodicEstimate.sums`` to it once the update is applied). The
+    formulas run on raw returns (the memory's units) and the ascent, advantages and logged
+    baseline are divided by the batch's scale afterwards (``normalize_returns``): every one
+    of them is linear in R.
     Raises ``ValueError`` when the batch holds no complete episode.
     """
     if config.baseline not in EPISODIC:
@@ -436,23 +508,25 @@ def episodic_estimate(batch: Batch, config, spec,
     episode = segs.episode_ids()[used]
     lengths = segs.lengths[segs.complete]
     num_steps = int(lengths.sum())
-    returns = segs.returns[segs.complete] / scale
+    returns = segs.returns[segs.complete]
     per_sample = per_sample_gradients(inputs.obs[used], inputs.actions[used])
     grads = flatten(per_sample)
     ascent = None
+    prior = None if memory is None else memory.sums
     if config.baseline == "optimal_time":
-        ascent, b = time_ascent(grads, lengths, segs.discounted_rewards[used] / scale, num_steps)
+        ascent, b, sums = _time_estimate(grads, lengths, segs.discounted_rewards[used], prior)
     else:
         scores = episode_scores(grads, lengths)
         if config.baseline == "optimal_scalar_episodic":
-            sq_norms = np.sum(scores ** 2, axis=1)
-            b = np.float64(optimal_scalar_baseline(sq_norms, returns))
-            b_loo = loo_scalar_baselines(sq_norms, returns)
+            b_loo, b, sums = _scalar_estimate(np.sum(scores ** 2, axis=1), returns, prior)
         else:
-            ascent, b = per_param_ascent(scores, returns, num_steps)
-    baseline = float(np.mean(b))
+            ascent, b, sums = _per_param_estimate(scores, returns, prior)
+    ascent = None if ascent is None else ascent / (num_steps * scale)
+    returns = returns / scale
+    baseline = float(np.mean(b)) / scale
     advantages = np.zeros(inputs.batch_size)
-    advantages[used] = returns[episode] - (b_loo[episode] if ascent is None else returns.mean())
+    advantages[used] = returns[episode] - (b_loo[episode] / scale if ascent is None
+                                           else returns.mean())
     weights = np.zeros(inputs.batch_size)
     weights[used] = 1.0 / num_steps
     dtype = inputs.weights.dtype
@@ -460,4 +534,4 @@ def episodic_estimate(batch: Batch, config, spec,
         inputs=dataclasses.replace(inputs, advantages=advantages.astype(dtype),
                                    weights=weights.astype(dtype)),
         ascent=None if ascent is None else unflatten(ascent, per_sample),
-        baseline=baseline, num_episodes=segs.num_episodes)
+        baseline=baseline, num_episodes=segs.num_episodes, sums=sums)

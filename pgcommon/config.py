@@ -49,6 +49,11 @@ class ReinforceConfig:
     """Standardise the returns over the batch's valid steps before the baseline."""
     baseline: str = "none"
     """Baseline subtracted from the returns: one of ``BASELINES``."""
+    baseline_memory: float = 0.9
+    """Decay rho in [0, 1) of the earlier batches' sums in the episodic baselines
+    (``optimal_scalar_episodic``, ``optimal_per_param``, ``optimal_time``): batch k - j
+    counts rho^j (``pgcommon/baseline_memory.py``); 0 = this batch only. Unbiased either
+    way; 0.9 measured below the mean baseline's variance (docs/baselines.md)."""
     entropy_coef: float = 0.0
     """Weight of the entropy bonus subtracted from the loss (>= 0)."""
     max_grad_norm: float | None = None
@@ -76,6 +81,8 @@ class ReinforceConfig:
             ("adam_epsilon", lambda v: _real(v) and 0 < v < math.inf, "must be a finite number > 0"),
             ("normalize_returns", lambda v: isinstance(v, bool), "must be True or False"),
             ("jit_compile", lambda v: isinstance(v, bool), "must be True or False"),
+            ("baseline_memory", lambda v: _real(v) and 0.0 <= v < 1.0,
+             "must be a number in [0, 1) (0: episodic baselines from this batch only)"),
             ("entropy_coef", lambda v: _real(v) and 0 <= v < math.inf, "must be a finite number >= 0"),
             # inf is refused too: TF's clip_by_global_norm turns an infinite clip norm into NaN.
             ("max_grad_norm", lambda v: v is None or (_real(v) and 0 < v < math.inf),

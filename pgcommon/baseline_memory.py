@@ -1,0 +1,158 @@
+"""Episodic baselines fitted on earlier batches too: decayed sums carried from update to update.
+
+The episodic optimal baselines (``pgcommon.baselines``) are ratios of sums over episodes,
+``b = sum_e num_e / sum_e den_e``, each episode's taken over the OTHER episodes of its batch
+(leave-one-out) to stay exactly unbiased. With 8 episodes a batch, a ratio per parameter
+element from 7 episodes is noisy enough to make the estimate noisier than the mean
+baseline's (docs/baselines.md). As Duan et al. (2016) and modular_rl fit their baselines on
+earlier batches, the sums here also take in the batches before this one::
+
+    M_k = sum_{j < k} rho^(k - j) S_j          (M <- rho (M + S_k) after update k)
+    b^(-e) = (M.num + sum_{e' != e} num_e') / (M.den + sum_{e' != e} den_e')
+
+``S_j`` are batch j's full sums, ``rho = ReinforceConfig.baseline_memory`` in [0, 1): the
+current batch counts once, the one before rho, the one before that rho^2 (about
+``1 / (1 - rho)`` batches in all); ``rho = 0`` keeps nothing (batch-only). Earlier batches
+are independent of the current batch's episodes given the past, so ``E[g_e b^(-e)] = 0`` and
+the estimate stays exactly unbiased; what it pays is staleness: while the policy moves,
+old batches describe an older policy (a worse baseline, never a biased estimate).
+
+Sums (float64, in units of the raw, unnormalised returns, so that batches normalised by
+different scales add up; a twin divides the baseline by the current batch's scale)::
+
+    optimal_scalar_episodic  num = sum n_e R_e, den = sum n_e (n_e = ||g_e||^2)   []
+    optimal_per_param        num = sum g_e^2 R_e, den = sum g_e^2                  [P]
+    optimal_time             num = sum psi_l^2 a_l r_l, den = sum psi_l^2         [H, P]
+    all                      sum_r = sum R_e ([] ; time: sum a_l r_l [H, 1]), count = E
+
+``sum_r / count`` is the mean-baseline fallback where a denominator is 0. ``optimal_time``'s
+horizon H is the longest episode seen: episodes are continued past their end with r = 0 and
+psi frozen (``pgcommon.baselines``), so a memory shorter than a new batch is padded with
+zero rows of ``num`` and ``sum_r`` and with its last row of ``den`` (where every episode it
+holds is at its final psi); a batch shorter than the memory is padded to the memory's H.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+FIELDS = ("num", "den", "sum_r", "count")
+
+
+@dataclass(frozen=True)
+class EpisodeSums:
+    """Sums over a set of complete episodes (module doc): float64 arrays, raw return units."""
+
+    num: np.ndarray
+    """``[]``, ``[P]`` or ``[H, P]``: numerator of the baseline ratio."""
+    den: np.ndarray
+    """Same shape as ``num``: denominator (>= 0)."""
+    sum_r: np.ndarray
+    """``[]`` (sum of R_e) or ``[H, 1]`` (sum of a_l r_l, optimal_time)."""
+    count: float
+    """Episodes summed (a decayed count in a memory)."""
+
+    @property
+    def horizon(self) -> int:
+        """H of time-indexed sums (``num`` of rank 2), else 0."""
+        return int(self.num.shape[0]) if np.ndim(self.num) == 2 else 0
+
+    def padded(self, horizon: int) -> "EpisodeSums":
+        """Time-indexed sums continued to ``horizon`` rows (module doc); others unchanged."""
+        extra = horizon - self.horizon
+        if self.horizon == 0 or extra <= 0:
+            return self
+        zeros = lambda x: np.concatenate([x, np.zeros((extra, *x.shape[1:]))])  # noqa: E731
+        return EpisodeSums(num=zeros(self.num), sum_r=zeros(self.sum_r), count=self.count,
+                           den=np.concatenate([self.den, np.repeat(self.den[-1:], extra, axis=0)]))
+
+    def plus(self, other: "EpisodeSums") -> "EpisodeSums":
+        """Elementwise sum, time-indexed sums first padded to the longer horizon.
+        ``ValueError`` if the shapes then differ (sums of another policy or baseline)."""
+        horizon = max(self.horizon, other.horizon)
+        a, b = self.padded(horizon), other.padded(horizon)
+        shapes = [(np.shape(x.num), np.shape(x.sum_r)) for x in (a, b)]
+        if shapes[0] != shapes[1]:
+            raise ValueError(f"episode sums of shapes (num, sum_r) {shapes[0]} and {shapes[1]} "
+                             "cannot be added: a baseline memory of another policy or baseline?")
+        return EpisodeSums(num=a.num + b.num, den=a.den + b.den, sum_r=a.sum_r + b.sum_r,
+                           count=a.count + b.count)
+
+    def scaled(self, factor: float) -> "EpisodeSums":
+        return EpisodeSums(num=factor * self.num, den=factor * self.den,
+                           sum_r=factor * self.sum_r, count=factor * self.count)
+
+    def is_finite(self) -> bool:
+        return all(bool(np.all(np.isfinite(getattr(self, f)))) for f in FIELDS)
+
+
+def check_decay(decay: object, where: str = "baseline_memory") -> float:
+    """``decay`` as a float in [0, 1); ``ValueError`` naming it and ``where`` otherwise."""
+    ok = (isinstance(decay, (int, float, np.floating, np.integer)) and not isinstance(decay, bool)
+          and 0.0 <= float(decay) < 1.0)
+    if not ok:
+        raise ValueError(f"{where}={decay!r} must be a number in [0, 1) (the decay of the "
+                         "earlier batches' sums; 0 keeps none)")
+    return float(decay)
+
+
+class BaselineMemory:
+    """The decayed sums of earlier batches, ``M`` (module doc), for one agent's baseline.
+
+    Both twins and the distributed agent hold one and call :meth:`add` after an update that
+    was applied, with that batch's full sums (all-reduced under a strategy).
+
+    Args:
+      decay: rho in [0, 1); 0 keeps nothing (the batch-only baselines).
+    """
+
+    def __init__(self, decay: float):
+        self.decay = check_decay(decay)
+        self._sums: EpisodeSums | None = None
+
+    @property
+    def sums(self) -> EpisodeSums | None:
+        """``M``, or None while empty (nothing added yet, or ``decay`` 0)."""
+        return self._sums
+
+    @property
+    def horizon(self) -> int:
+        """H of the time-indexed sums held (0 if none): a batch's sums are taken at least
+        this long."""
+        return 0 if self._sums is None else self._sums.horizon
+
+    def add(self, batch: EpisodeSums) -> bool:
+        """``M <- decay * (M + batch)``; returns False, leaving ``M`` as it was, when any sum
+        is non-finite (a NaN never enters the memory)."""
+        if not batch.is_finite():
+            return False
+        if self.decay == 0.0:
+            return True
+        total = batch if self._sums is None else self._sums.plus(batch)
+        self._sums = total.scaled(self.decay)
+        return True
+
+    # ------------------------------------------------------------ checkpoints
+    def state(self) -> dict[str, np.ndarray]:
+        """``{field: float64 array}`` (empty while empty): what a checkpoint saves."""
+        if self._sums is None:
+            return {}
+        return {f: np.array(getattr(self._sums, f), np.float64) for f in FIELDS}
+
+    def load_state(self, state: dict[str, np.ndarray], where: str = "baseline memory") -> None:
+        """Put back :meth:`state`'s output; ``ValueError`` naming ``where`` if malformed."""
+        if not state:
+            self._sums = None
+            return
+        missing = [f for f in FIELDS if f not in state]
+        if missing:
+            raise ValueError(f"{where}: missing {missing} (has {sorted(state)})")
+        arrays = {f: np.array(state[f], np.float64) for f in FIELDS}
+        if arrays["num"].shape != arrays["den"].shape or arrays["count"].shape != ():
+            raise ValueError(f"{where}: num {arrays['num'].shape}, den {arrays['den'].shape} "
+                             f"and count {arrays['count'].shape} do not fit together")
+        sums = EpisodeSums(**{**arrays, "count": float(arrays["count"])})
+        if not sums.is_finite():
+            raise ValueError(f"{where}: holds non-finite sums")
+        self._sums = sums
