@@ -8,12 +8,15 @@ A checkpoint is taken between two updates, where the whole run is a handful of o
                    state, step counter and generator, and the autoreset flags;
 * ``rollout.npz``  the ``RolloutState``: current observations, which envs reset next, the
                    running episodes' partial returns and lengths;
+* ``baseline_memory.npz``  the episodic baselines' earlier-batch sums
+                   (``agent.baseline_memory``, ``pgcommon/baseline_memory.py``), when the
+                   agent has one and it holds anything;
 * ``state.json``   the action-sampling generator's ``bit_generator.state``, the counters
                    (updates, env steps, training seconds, episodes logged), the returns in
                    the stopping window, when the threshold was first reached, and the
                    settings that must not change on resume.
 
-Restoring all four continues the run exactly: the next update samples the same actions in
+Restoring them all continues the run exactly: the next update samples the same actions in
 the same env states as the uninterrupted run would, so (with deterministic TensorFlow ops)
 the final weights are bit-identical. An env that cannot be pickled (``AsyncVectorEnv``,
 render windows) is checkpointed without ``env.pkl``: on resume it is rebuilt and reset with
@@ -33,6 +36,7 @@ from pgcommon.rollout import RolloutState
 from pgtwin import env_snapshot
 
 AGENT_PREFIX = os.path.join("agent", "ckpt")
+BASELINE_MEMORY = "baseline_memory.npz"
 RESEED_STRIDE = 1_000_003
 """Reseeded resume: envs reset with ``seed + RESEED_STRIDE * update`` (fresh episodes that
 the first run's seeds ``seed + i`` for i < num_envs cannot collide with)."""
@@ -71,6 +75,9 @@ def save(directory: str, agent: Any, envs: Any, state: RolloutState,
     np.savez(os.path.join(directory, "rollout.npz"), obs=state.obs,
              needs_reset=state.needs_reset, episode_return=state.episode_return,
              episode_length=state.episode_length)
+    memory = getattr(agent, "baseline_memory", None)
+    if memory is not None and memory.state():
+        np.savez(os.path.join(directory, BASELINE_MEMORY), **memory.state())
     if env_bytes is not None:
         with open(os.path.join(directory, "env.pkl"), "wb") as f:
             f.write(env_bytes)
@@ -93,6 +100,14 @@ def restore(directory: str, doc: dict[str, Any], agent: Any, fresh_envs: Any,
     ``fresh_envs`` is a newly made env of the run's id, seed and size (not yet reset).
     """
     agent.restore(os.path.join(directory, AGENT_PREFIX))
+    memory = getattr(agent, "baseline_memory", None)
+    path = os.path.join(directory, BASELINE_MEMORY)
+    if memory is not None:  # absent file: saved while empty (or before the memory existed)
+        state = {}
+        if os.path.exists(path):
+            with np.load(path) as z:
+                state = {k: z[k] for k in z.files}
+        memory.load_state(state, where=path)
     rng.bit_generator.state = doc["rng"]
     progress = Progress(**doc["progress"])
     if doc["env"] == "snapshot":

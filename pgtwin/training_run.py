@@ -101,7 +101,8 @@ class RunSettings:
     def from_dict(cls, doc: dict[str, Any]) -> "RunSettings":
         """Inverse of :meth:`to_dict`."""
         doc = dict(doc)
-        doc["config"] = ReinforceConfig(**doc["config"])
+        # A run saved before ReinforceConfig.baseline_memory existed was batch-only (0).
+        doc["config"] = ReinforceConfig(**{"baseline_memory": 0.0, **doc["config"]})
         doc["hidden"] = tuple(doc["hidden"])
         return cls(**doc)
 

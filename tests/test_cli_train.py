@@ -154,6 +154,28 @@ def test_resume_with_a_larger_budget_continues_the_same_run(tmp_path, capsys, im
     assert code == 0 and summary["updates"] == 4
 
 
+@pytest.mark.parametrize("impl", ["graph", "eager"])
+def test_resume_with_an_episodic_baseline_restores_its_memory(tmp_path, capsys, impl):
+    # As above, with optimal_per_param: its memory of earlier batches' sums must travel with
+    # the checkpoint, or the resumed run's third update would use a fresh one and part
+    # from the uninterrupted run. CartPole's short episodes complete inside T = 64.
+    common = ["--env", "CartPole-v1", "--impl", impl, "--seed", "2", "--num-envs", "2",
+              "--num-steps", "64", "--hidden", "8", "--baseline", "optimal_per_param",
+              "--baseline-memory", "0.5", "--no-stop", "--json", "--no-progress"]
+    straight, logdir = str(tmp_path / "straight"), str(tmp_path / "run")
+    assert _train(capsys, *common, "--steps", "512", "--logdir", straight)[0] == 0
+    assert _train(capsys, *common, "--steps", "256", "--logdir", logdir)[0] == 0
+    ckpt = os.path.join(logdir, "checkpoints", "update_00000002")
+    with np.load(os.path.join(ckpt, "baseline_memory.npz")) as memory:
+        assert memory["count"] > 0 and np.all(np.isfinite(memory["num"]))
+    code, summary, err = _train(capsys, "--resume", "--logdir", logdir, "--steps", "512",
+                                "--json", "--no-progress")
+    assert code == 0 and summary["updates"] == 4 and "exactly (env state restored)" in err
+    want, got = (load_weights(os.path.join(d, "weights.npz")) for d in (straight, logdir))
+    for name in want:
+        np.testing.assert_array_equal(want[name], got[name], err_msg=name)
+
+
 def test_a_second_run_into_the_same_logdir_is_refused(tmp_path, capsys):
     argv = ["--env", "CartPole-v1", "--steps", "64", "--logdir", str(tmp_path), *TINY]
     assert _train(capsys, *argv)[0] == 0
@@ -170,6 +192,8 @@ def test_a_second_run_into_the_same_logdir_is_refused(tmp_path, capsys):
     (["--env", "CartPole-v1", "--num-envs", "0"], "argument --num-envs: must be an integer >= 1"),
     (["--env", "CartPole-v1", "--hidden", "64,x"], "argument --hidden: must be comma-separated"),
     (["--env", "CartPole-v1", "--history", "4"], "--history 4 needs --torso lstm"),
+    (["--env", "CartPole-v1", "--baseline-memory", "1"],
+     "ReinforceConfig.baseline_memory=1.0 must be a number in [0, 1)"),
     (["--steps", "100"], "the following arguments are required: --env"),
     (["--env", "NoSuchEnv-v0"], "unknown env id 'NoSuchEnv-v0'"),
     (["--env", "Blackjack-v1"], "'Blackjack-v1' has observation space Tuple"),

@@ -98,6 +98,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=unit_interval, default=None, help="discount in [0, 1]")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default adam")
     p.add_argument("--baseline", choices=BASELINES, default=None, help="default none")
+    p.add_argument("--baseline-memory", type=_number, default=None, metavar="RHO",
+                   help="decay in [0, 1) of earlier batches' sums in the episodic baselines "
+                        "(default 0.9; 0: this batch only)")
     p.add_argument("--normalize-returns", action=argparse.BooleanOptionalAction, default=None,
                    help="standardise returns over each batch (default on)")
     p.add_argument("--entropy-coef", type=non_negative_float, default=None)
@@ -171,6 +174,7 @@ def config_from_args(args, base: ReinforceConfig | None, row) -> ReinforceConfig
     given = {
         "num_envs": args.num_envs, "num_steps": args.num_steps, "learning_rate": args.lr,
         "gamma": args.gamma, "optimizer": args.optimizer, "baseline": args.baseline,
+        "baseline_memory": args.baseline_memory,
         "normalize_returns": args.normalize_returns, "entropy_coef": args.entropy_coef,
         "max_grad_norm": args.max_grad_norm, "dtype": args.dtype,
     }
