@@ -141,6 +141,11 @@ def paired_excess(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(d.mean()), float(d.std(ddof=1) / np.sqrt(n))
 
 
+REFERENCES = ("episodic_mean", "episodic_mean_memory", "mean")
+"""What every episodic estimator is compared with: the batch-only and the memory mean of
+its family, and the library's per-step ``mean``."""
+
+
 @dataclass(frozen=True)
 class Row:
     """One estimator's line of the report."""
@@ -153,38 +158,43 @@ class Row:
     excess_se: float
     mean_norm: float
     """``||mean estimate||``: how large the gradient itself is, for scale."""
-    excess_mean: float = np.nan
-    """tr Cov minus that of the library's per-step ``mean`` baseline (paired), and its s.e."""
-    excess_mean_se: float = np.nan
+    versus: dict = None
+    """``{reference: (ratio of traces, paired excess, its s.e.)}`` for ``REFERENCES``."""
 
 
 def report(estimates: dict[str, np.ndarray], warmup: int = 0) -> list[Row]:
-    """The rows for ``estimates`` (each estimator against its family's mean baseline and
-    the per-step ``mean``), leaving out the first ``warmup`` batches."""
+    """The rows for ``estimates`` (each estimator against its family's mean baseline, and
+    the episodic ones against every ``REFERENCES``), leaving out the first ``warmup``
+    batches."""
     estimates = {name: x[warmup:] for name, x in estimates.items()}
     rows = []
     for name, x in estimates.items():
         ref = FAMILIES[name]
         excess, excess_se = paired_excess(x, estimates[ref]) if ref in estimates else (np.nan, np.nan)
-        to_mean = paired_excess(x, estimates["mean"]) if "mean" in estimates else (np.nan, np.nan)
-        rows.append(Row(name, *trace_of_covariance(x), excess, excess_se,
-                        float(np.linalg.norm(x.mean(axis=0))), *to_mean))
+        trace = trace_of_covariance(x)
+        refs = REFERENCES if ref == "episodic_mean" else ("mean",)
+        versus = {r: (trace[0] / trace_of_covariance(estimates[r])[0], *paired_excess(x, estimates[r]))
+                  for r in refs if r in estimates}
+        rows.append(Row(name, *trace, excess, excess_se, float(np.linalg.norm(x.mean(axis=0))),
+                        versus))
     return rows
 
 
 def to_markdown(rows: list[Row]) -> str:
-    """A markdown table of ``rows``: ratios and paired excesses to the family's mean
-    baseline and to the per-step ``mean``."""
-    traces = {r.estimator: r.trace for r in rows}
-    lines = ["| estimator | tr Cov | ± s.e. | ratio to family mean | paired excess ± s.e. | "
-             "ratio to `mean` | paired excess ± s.e. |",
-             "|---|---|---|---|---|---|---|"]
+    """A markdown table of ``rows``: ratio of traces and paired excess (± s.e.) against
+    each of ``REFERENCES``."""
+    lines = ["| estimator | tr Cov | ± s.e. | " + " | ".join(f"vs `{r}`: ratio, excess ± s.e."
+                                                        for r in REFERENCES) + " |",
+             "|---|---|---|" + "---|" * len(REFERENCES)]
     for r in rows:
-        ratio = r.trace / traces[FAMILIES[r.estimator]]
-        to_mean = r.trace / traces["mean"] if "mean" in traces else np.nan
-        lines.append(f"| {r.estimator} | {r.trace:.4g} | {r.trace_se:.2g} | {ratio:.3f} | "
-                     f"{r.excess:+.3g} ± {r.excess_se:.2g} | {to_mean:.3f} | "
-                     f"{r.excess_mean:+.3g} ± {r.excess_mean_se:.2g} |")
+        cells = []
+        for ref in REFERENCES:
+            if ref not in r.versus or ref == r.estimator:
+                cells.append("—")
+            else:
+                ratio, excess, se = r.versus[ref]
+                cells.append(f"{ratio:.3f}, {excess:+.3g} ± {se:.2g}")
+        lines.append(f"| {r.estimator} | {r.trace:.4g} | {r.trace_se:.2g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
