@@ -68,10 +68,13 @@ BASELINE_CASES = [("categorical_mlp", "float64"), ("categorical_mlp", "float32")
                                       "optimal_per_param", "optimal_time"))
 @pytest.mark.parametrize("kind,dtype", BASELINE_CASES)
 def test_every_baseline_agrees_across_twins(kind, dtype, baseline):
-    """Same gradient on a batch, then the same weights after ``UPDATES`` Adam steps."""
+    """Same gradient on a batch, then the same weights after ``UPDATES`` Adam steps; the
+    episodic baselines also carry the same memory of earlier batches from update to update
+    (``baseline_memory`` 0.8: updates 2 and 3 use it), and give the same gradient with it."""
     spec = KINDS[kind]
     config = ReinforceConfig(dtype=dtype, baseline=baseline, gamma=0.95, entropy_coef=0.01,
-                             max_grad_norm=1.0, learning_rate=1e-2, num_envs=3, num_steps=20)
+                             max_grad_norm=1.0, learning_rate=1e-2, num_envs=3, num_steps=20,
+                             baseline_memory=0.8)
     graph, eager = twins(spec, config, random_weights(spec, seed=2))
     batches = [episodic_batch(spec, 20, 3, seed=s).batch for s in range(UPDATES)]
     report = ParityReport()
@@ -85,6 +88,16 @@ def test_every_baseline_agrees_across_twins(kind, dtype, baseline):
         for key in ("loss", "grad_norm", "baseline"):
             compare(report, "weights", f"{key}@{step}", np.array(ma[key]), np.array(mb[key]),
                     dtype, context)
+        if graph.baseline_memory is not None:
+            sa, sb = graph.baseline_memory.state(), eager.baseline_memory.state()
+            assert sa.keys() == sb.keys() == {"num", "den", "sum_r", "count"}, (sa, sb)
+            for key in sa:
+                compare(report, "training", f"memory.{key}@{step}", sa[key], sb[key], dtype,
+                        context)
+    if graph.baseline_memory is not None:  # a gradient read off the memory of 3 batches
+        a, b = graph.gradients(batches[0]), eager.gradients(batches[0])
+        for name in a:
+            compare(report, "gradients", f"{name}@memory", a[name], b[name], dtype, context)
     wa, wb = graph.get_weights(), eager.get_weights()
     for name in wa:  # float32 Adam steps part by ~1e-5 of a step (pgtwin.twin_parity)
         compare(report, "weights", name, wa[name], wb[name], dtype, context,

@@ -293,8 +293,15 @@ def _episodic_case(strategy, baseline: str, kw: dict) -> dict:
     rows = []
     for row, batches, _, m_dist, m_single in _two_replica_updates(
             dist, single, envs, [replica_rng(2, r) for r in (0, 1)]):
+        # The memory of earlier batches (default baseline_memory 0.9; the second update
+        # reads the first's): from the all-reduced sums, it is the single device's.
+        m_a, m_b = dist.baseline_memory.state(), single.baseline_memory.state()
         rows.append({
             **row,
+            "memory_keys": [sorted(m_a), sorted(m_b)],
+            "memory_err": max(float(np.max(np.abs(m_a[k] - m_b[k]) / np.maximum(1.0, np.abs(m_b[k]))))
+                              for k in m_b),
+            "memory_count": float(m_a["count"]),
             "loss": [m_dist["loss"], m_single["loss"]],
             "baseline": [m_dist["baseline"], m_single["baseline"]],
             "episodes": [m_dist["episodes"], m_single["episodes"]],
@@ -419,6 +426,9 @@ def _check_episodic(result: dict, tol: dict, baseline: str) -> None:
         assert row["loss"][0] == pytest.approx(row["loss"][1], abs=tol["loss"]), where
         assert row["norm"][0] == pytest.approx(row["norm"][1], rel=10 * tol["grad"]), where
         assert row["baseline"][0] == pytest.approx(row["baseline"][1], rel=10 * tol["grad"]), where
+        assert row["memory_keys"] == [["count", "den", "num", "sum_r"]] * 2, where
+        assert row["memory_err"] <= 10 * tol["grad"], where
+        assert row["memory_count"] > 0, where
         unequal += row["episodes_per_replica"][0] != row["episodes_per_replica"][1]
     # Replicas ending different numbers of episodes tell global sums over episodes from
     # per-replica means (or leave-one-out over one replica's episodes only).
