@@ -3,7 +3,7 @@
 Groups (``pgtwin bench`` reports each figure as a ratio to the group's first entry):
 
 ``per-sample: <twin> <kind> B=<n>``  ``aggregated`` (one gradient of the summed loss, fetched
-    as numpy: the reference), then ``vectorized``, ``analytic``, ``sq_norms`` and ``loop``
+    as numpy, by each twin's fastest path: the reference), then ``vectorized``, ``analytic``, ``sq_norms`` and ``loop``
     (one gradient per sample) through the agent's public methods, numpy out;
 ``update baseline: <twin> B=<n>``  ``agent.update`` with ``none`` (the reference), then
     ``optimal_scalar`` (ghost norms + b* + one backward pass) and, at B = 2048, the episodic
@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from benchmarks.conftest import SEED, kind_spec, obs_batch, rollout_batch
+from eager.policy_call import direct_callable as direct_callable_eager
+from legacy_graph.policy_call import direct_callable as direct_callable_graph
 from pgcommon.config import ReinforceConfig
 from pgcommon.specs import init_weights
 from pgtwin.twins import agent_class
@@ -50,13 +53,20 @@ def _close():
 
 
 def aggregated(a):
-    """``(obs, actions) -> {name: grad}``: one gradient of the REINFORCE loss over the batch."""
+    """``(obs, actions, adv, w) -> [grad, ...]``: one gradient of the REINFORCE loss over the
+    batch, by the fastest path each twin has, so that no ratio flatters the per-sample side:
+    a direct Session callable (graph; without XLA, which measured slower for it here), and
+    an XLA-compiled ``tf.function`` through its direct callable (eager), the same call paths
+    the per-sample methods take."""
     if a.impl == "graph":
-        fn = a.session.make_callable(a.grads, [a.obs_ph, a.actions_ph, a.advantages_ph,
-                                               a.weights_ph])
-        return lambda obs, act, adv, w: dict(zip(a.variables, fn(obs, act, adv, w)))
-    return lambda obs, act, adv, w: {n: g.numpy() for n, g in
-                                     zip(a.variables, a._loss_fn(obs, act, adv, w)[1])}  # noqa: SLF001
+        return direct_callable_graph(a.session, a.grads,
+                                     [a.obs_ph, a.actions_ph, a.advantages_ph, a.weights_ph])
+    s = a._signatures()  # noqa: SLF001
+    fn = tf.function(a._loss_and_grads, autograph=False,  # noqa: SLF001
+                     input_signature=[s["obs"], s["actions"], s["vector"], s["vector"]],
+                     jit_compile=a.config.jit_compile)
+    call = direct_callable_eager(fn)
+    return lambda obs, act, adv, w: [np.asarray(g) for g in call(obs, act, adv, w)[1:-1]]
 
 
 def inputs(spec, size: int):
@@ -102,7 +112,8 @@ def test_per_sample(benchmark, impl, kind_name, batch_size, method):
     if method == "sq_norms":
         assert out.shape == (batch_size,)
     else:
-        assert all(np.isfinite(g).all() for g in out.values())
+        grads = out if method == "aggregated" else list(out.values())
+        assert len(grads) == len(a.variables) and all(np.isfinite(g).all() for g in grads)
     if impl == "eager":
         assert set(a._per_sample_ops().trace_counts().values()) <= {1}  # noqa: SLF001
 
