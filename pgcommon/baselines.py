@@ -31,6 +31,14 @@ from). The plug-in values are what the updates log as ``baseline``. The per-step
 ``optimal_scalar`` keeps the plug-in b* of one batch (its samples are not independent, so
 leaving one out would not make it exact; its bias measured within sampling error).
 
+Memory (a decision, see docs/baselines.md): every episodic ratio above also takes in the
+decayed sums of earlier batches (``pgcommon/baseline_memory.py``, ``ReinforceConfig.
+baseline_memory``, default 0.9): ``b^(-e) = (M.num + sum_{e' != e} num_e') / (M.den +
+sum_{e' != e} den_e')``, the mean fallback ``(M.sum_r + sum_{e' != e} R_e') / (M.count + E - 1)``.
+Earlier batches are independent of episode e too, so the estimate stays exactly unbiased;
+8 episodes a batch no longer estimate a ratio per parameter element on their own. The
+formulas run on raw returns (the memory's units); ``normalize_returns`` divides the results.
+
 Partial episodes (a decision, see docs/baselines.md): a batch of T steps cuts episodes at both
 edges. The episodic estimators (``optimal_scalar_episodic``, ``optimal_per_param``,
 ``optimal_time``) use only *complete* episodes, whose first and last steps are both in the
