@@ -80,10 +80,12 @@ class EpisodeSums:
                            count=a.count + b.count)
 
     def scaled(self, factor: float) -> "EpisodeSums":
+        """Every sum (and the count) times ``factor``."""
         return EpisodeSums(num=factor * self.num, den=factor * self.den,
                            sum_r=factor * self.sum_r, count=factor * self.count)
 
     def is_finite(self) -> bool:
+        """No NaN or infinity in any sum."""
         return all(bool(np.all(np.isfinite(getattr(self, f)))) for f in FIELDS)
 
 

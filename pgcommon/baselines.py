@@ -302,6 +302,7 @@ def loo_scalar_baselines(sq_norms: np.ndarray, returns: np.ndarray,
 
 
 def _scalar_estimate(sq_norms, returns, prior):
+    """``(b_loo [E], plug-in b, this batch's scalar sums)`` of ``optimal_scalar_episodic``."""
     n = np.asarray(sq_norms, np.float64)[:, None]
     r = np.asarray(returns, np.float64)[:, None]
     b_loo, b, sums = _ratio_estimate(n * r, n, r, None if prior is None else _as_vector(prior))
@@ -341,6 +342,7 @@ def per_param_ascent(scores: np.ndarray, returns: np.ndarray, num_steps: int,
 
 
 def _per_param_estimate(scores, returns, prior):
+    """``(ascent [P] not divided by the steps, plug-in b [P], this batch's sums)``."""
     g, r = np.asarray(scores, np.float64), np.asarray(returns, np.float64)[:, None]
     b_loo, b, sums = _ratio_estimate(g * g * r, g * g, r, prior)
     return np.sum(g * (r - b_loo), axis=0), b, sums
@@ -376,6 +378,8 @@ def time_ascent(grads: np.ndarray, lengths: np.ndarray, discounted_rewards: np.n
 
 
 def _time_estimate(grads, lengths, discounted_rewards, prior):
+    """``(ascent [P] not divided by the steps, plug-in b [H, P], this batch's sums [H, ...])``,
+    H at least the prior's horizon."""
     lengths = np.asarray(lengths, np.int64)
     horizon = max(int(lengths.max()), 0 if prior is None else prior.horizon)
     ar = np.asarray(discounted_rewards, np.float64)

@@ -17,6 +17,7 @@ def test_defaults_are_valid():
     assert (c.adam_beta1, c.adam_beta2, c.adam_epsilon) == (0.9, 0.999, 1e-8)
     assert (c.normalize_returns, c.entropy_coef, c.max_grad_norm) == (True, 0.0, None)
     assert (c.num_envs, c.num_steps, c.update_path, c.dtype) == (16, 128, "recompute", "float32")
+    assert c.baseline_memory == 0.9  # docs/baselines.md, Decision 6
     assert not c.needs_per_sample_gradients
 
 
@@ -31,7 +32,8 @@ def test_batch_size_is_num_envs_times_num_steps():
 def test_valid_edge_values():
     for changes in [dict(gamma=0.0), dict(gamma=1.0), dict(adam_beta1=0.0), dict(entropy_coef=0.0),
                     dict(max_grad_norm=0.5), dict(optimizer="sgd"), dict(dtype="float64"),
-                    dict(update_path="cached"), dict(normalize_returns=False), dict(gamma=np.float32(0.5))]:
+                    dict(update_path="cached"), dict(normalize_returns=False), dict(gamma=np.float32(0.5)),
+                    dict(baseline_memory=0.0), dict(baseline_memory=0.999)]:
         ReinforceConfig(**changes)
     for baseline in BASELINES:
         assert ReinforceConfig(baseline=baseline).needs_per_sample_gradients == baseline.startswith("optimal")
@@ -60,6 +62,10 @@ INVALID = [
     ("jit_compile", "yes", "must be True or False"),
     ("jit_compile", None, "must be True or False"),
     ("baseline", "critic", f"must be one of {BASELINES}"),
+    ("baseline_memory", 1.0, "must be a number in [0, 1)"),
+    ("baseline_memory", -0.1, "must be a number in [0, 1)"),
+    ("baseline_memory", math.nan, "must be a number in [0, 1)"),
+    ("baseline_memory", None, "must be a number in [0, 1)"),
     ("entropy_coef", -0.01, "must be a finite number >= 0"),
     ("entropy_coef", math.nan, "must be a finite number >= 0"),
     ("max_grad_norm", 0.0, "must be None or a finite number > 0"),
