@@ -4,12 +4,12 @@
 persistent tape, one backward pass to the pre-activations for the ghost norms ``||g_i||^2``
 (``per_sample.ghost_sq_norms``), ``b*``, then the gradient of the REINFORCE loss with
 advantages ``R_i - b*`` from the same deltas (``per_sample.weighted_gradient``: the last step
-of its backward pass, the chain not run twice). An LSTM torso takes its norms from the
-vectorized gradients and its update from an ordinary backward pass. The
-episodic baselines get per-sample gradients from the twin and their formulas from
-``pgcommon.baselines``; ``optimal_scalar_episodic`` then trains with an ordinary backward
-pass too, the per-parameter ones apply the estimated gradient through the agent's optimizer.
-The functions have input signatures with a dynamic batch, so they trace once.
+of its backward pass, the chain not run twice), for both torsos (the LSTM's gate layer by
+its sequence ghost norm). The episodic baselines get per-sample gradients from the twin and
+their formulas from ``pgcommon.baselines``; ``optimal_scalar_episodic`` then trains with an
+ordinary backward pass too, the per-parameter ones apply the estimated gradient through the
+agent's optimizer. The functions have input signatures with a dynamic batch, so they trace
+once.
 """
 from __future__ import annotations
 
@@ -58,11 +58,6 @@ class BaselineUpdate:
     # ------------------------------------------------------------ optimal_scalar
     def _scalar_loss_and_grads(self, obs, actions, returns, weights):
         a, spec, coef, w = self._agent, self._agent.spec, self._agent.config.entropy_coef, weights
-        if spec.torso != "mlp":
-            sq_norms = per_sample.sq_norms(spec, per_sample.read_weights(a.variables), obs, actions)
-            b = scalar_baseline(sq_norms, returns, w)
-            loss, grads, entropy = a._loss_and_grads(obs, actions, returns - b, w)  # noqa: SLF001
-            return loss, grads, entropy, b
         with tf.GradientTape(persistent=coef > 0) as tape:  # a second gradient for the bonus
             params, layers = per_sample.traced_dist_params(spec, a.variables, obs)
             log_probs = distributions.log_prob(spec, params, actions)

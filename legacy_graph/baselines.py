@@ -4,9 +4,8 @@
 pass to the pre-activations for the ghost norms ``||g_i||^2`` (``per_sample.ghost_sq_norms``),
 ``b*``, then the gradient of the REINFORCE loss with advantages ``R_i - b*`` from the same
 deltas (``per_sample.weighted_gradient``: the last step of its backward pass, the chain not
-run twice). An LSTM torso takes its norms from the vectorized gradients and its update from
-an ordinary backward pass. The episodic baselines get per-sample gradients
-from the twin and their formulas from ``pgcommon.baselines``; ``optimal_scalar_episodic``
+run twice), for both torsos (the LSTM's gate layer by its sequence ghost norm). The
+episodic baselines get per-sample gradients from the twin and their formulas from ``pgcommon.baselines``; ``optimal_scalar_episodic``
 then trains with an ordinary backward pass too, the per-parameter ones apply the estimated
 gradient through the agent's optimizer. All ops are built in the agent's graph on first use.
 """
@@ -62,23 +61,16 @@ class BaselineUpdate:
             with a.graph.as_default(), tf1.name_scope("optimal_scalar"):
                 returns = tf1.placeholder(spec.dtype, [None], name="returns")
                 coef, w = a.config.entropy_coef, a.weights_ph
-                if spec.torso == "mlp":
-                    traced = per_sample.layer_deltas(spec, a.variables, a.obs_ph, a.actions_ph)
-                    b = scalar_baseline(per_sample.ghost_sq_norms(traced), returns, w)
-                    entropies = distributions.entropy(spec, traced.params)
-                    loss = reinforce_loss(traced.log_probs, returns - b, w, entropies, coef)
-                    # The backward pass of -sum_i w_i (R_i - b*) log pi_i reuses the deltas the
-                    # norms took; only an entropy bonus needs a pass of its own.
-                    grads = per_sample.weighted_gradient(spec, traced, -w * (returns - b))
-                    if coef > 0:
-                        bonus = checked_gradients(-coef * tf.reduce_sum(w * entropies), a.variables)
-                        grads = [g + e for g, e in zip(grads, bonus)]
-                else:
-                    b = scalar_baseline(per_sample.sq_norms(spec, per_sample.read_weights(a.variables),
-                                                            a.obs_ph, a.actions_ph), returns, w)
-                    entropies = distributions.entropy(spec, a.params)
-                    loss = reinforce_loss(a.log_probs, returns - b, w, entropies, coef)
-                    grads = checked_gradients(loss, a.variables)
+                traced = per_sample.layer_deltas(spec, a.variables, a.obs_ph, a.actions_ph)
+                b = scalar_baseline(per_sample.ghost_sq_norms(traced), returns, w)
+                entropies = distributions.entropy(spec, traced.params)
+                loss = reinforce_loss(traced.log_probs, returns - b, w, entropies, coef)
+                # The backward pass of -sum_i w_i (R_i - b*) log pi_i reuses the deltas the
+                # norms took; only an entropy bonus needs a pass of its own.
+                grads = per_sample.weighted_gradient(spec, traced, -w * (returns - b))
+                if coef > 0:
+                    bonus = checked_gradients(-coef * tf.reduce_sum(w * entropies), a.variables)
+                    grads = [g + e for g, e in zip(grads, bonus)]
                 train_op, applied = a._guarded_apply(grads, loss)  # noqa: SLF001 (same twin)
                 metrics = [loss, tf.linalg.global_norm(grads), tf.reduce_sum(w * entropies),
                            applied, b]

@@ -36,24 +36,38 @@ def dense(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
     return tf.matmul(x, kernel) + bias
 
 
-def lstm_last_hidden(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tensor:
-    """Hand-written LSTM over the window ``obs [B, K, obs_dim]``; returns ``h_K [B, units]``.
+def lstm_steps(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor
+               ) -> tuple[tf.Tensor, list[tf.Tensor], list[tf.Tensor]]:
+    """Hand-written LSTM over the window ``obs [B, K, obs_dim]``, with each step's tensors.
 
     ``z = [x_t, h] @ W + b``; gates ``i, f, g, o = split(z)``;
     ``c = sigmoid(f) * c + sigmoid(i) * tanh(g)``; ``h = sigmoid(o) * tanh(c)``.
     Built from matmuls only (no ``tf.keras.layers.LSTM``, no while loop), unrolled over K,
     so both twins compute it identically and ``vectorized_map`` can batch it.
+
+    Returns:
+      ``h_K [B, units]``; per step t, the gate layer's input ``[x_t, h_{t-1}]``
+      ``[B, obs_dim + units]`` and its pre-activation ``z_t [B, 4 units]`` (for the
+      per-sample gradients of ``per_sample.py``).
     """
     units = spec.hidden[0]
     kernel, bias = w["policy/lstm/kernel"], w["policy/lstm/bias"]
     h = tf.zeros(tf.stack([tf.shape(obs)[0], units]), dtype=obs.dtype)
     c = h
+    inputs, pre_activations = [], []
     for t in range(spec.history):
-        z = dense(tf.concat([obs[:, t, :], h], axis=1), kernel, bias)
+        inputs.append(tf.concat([obs[:, t, :], h], axis=1))
+        z = dense(inputs[-1], kernel, bias)
+        pre_activations.append(z)
         i, f, g, o = tf.split(z, 4, axis=1)
         c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
         h = tf.sigmoid(o) * tf.tanh(c)
-    return h
+    return h, inputs, pre_activations
+
+
+def lstm_last_hidden(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tensor:
+    """``h_K [B, units]`` of the LSTM over the window ``obs [B, K, obs_dim]`` (:func:`lstm_steps`)."""
+    return lstm_steps(spec, w, obs)[0]
 
 
 def torso(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tensor:

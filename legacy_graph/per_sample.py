@@ -71,36 +71,42 @@ def vectorized_gradients(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tens
 
 @dataclass(frozen=True)
 class DenseLayer:
-    """One dense layer of a traced forward pass: ``pre_activation = inputs @ kernel + bias``."""
+    """One dense layer of a traced forward pass, applied at one or more steps with the same
+    weights: ``pre_activations[t] = inputs[:, t] @ kernel + bias``.
+
+    An MLP layer runs once: ``inputs`` is ``[B, in]``. The LSTM's gate layer runs at each of
+    the window's K steps: ``inputs`` is ``[B, K, in]`` (``[x_t, h_{t-1}]`` per step), and a
+    sample's gradient sums its K steps' outer products.
+    """
 
     kernel: str
     """Canonical name of the kernel, e.g. ``policy/dense_0/kernel``."""
     bias: str
     """Canonical name of the bias."""
     inputs: tf.Tensor
-    """``[B, in]``: the layer's input a_i (carries gradient)."""
-    pre_activation: tf.Tensor
-    """``[B, out]``: z_i, where delta_i is taken."""
+    """``[B, in]`` or ``[B, K, in]``: the layer's input a_i (carries gradient)."""
+    pre_activations: list[tf.Tensor]
+    """``[B, out]`` each, one per step: z_i, where delta_i is taken."""
 
 
 def traced_dist_params(spec: PolicySpec, w: dict[str, tf.Tensor],
                        obs: tf.Tensor) -> tuple[tf.Tensor, list[DenseLayer]]:
-    """``network.dist_params`` for an MLP torso, also returning every dense layer's tensors.
+    """``network.dist_params``, also returning every dense layer's tensors (the LSTM's too).
 
     Same ops as ``network.dist_params`` (the tests compare them); the head is the last layer.
     """
-    if spec.torso != "mlp":
-        raise ValueError(
-            f"the analytic per-sample gradient needs an MLP torso, got torso={spec.torso!r} "
-            "(the LSTM kernel is shared over the window: use method='vectorized')")
     act = tf.tanh if spec.activation == "tanh" else tf.nn.relu
     layers, x = [], obs
+    if spec.torso == "lstm":
+        x, step_inputs, step_pre = network.lstm_steps(spec, w, obs)
+        layers.append(DenseLayer("policy/lstm/kernel", "policy/lstm/bias",
+                                 tf.stack(step_inputs, axis=1), step_pre))
     scopes = [f"policy/dense_{i}" for i in range(len(spec.dense_sizes))] + ["policy/head"]
     for scope in scopes:
         z = network.dense(x, w[f"{scope}/kernel"], w[f"{scope}/bias"])
-        layers.append(DenseLayer(f"{scope}/kernel", f"{scope}/bias", x, z))
+        layers.append(DenseLayer(f"{scope}/kernel", f"{scope}/bias", x, [z]))
         x = act(z)
-    z = layers[-1].pre_activation
+    (z,) = layers[-1].pre_activations
     if spec.is_discrete:
         return z, layers
     log_std = w["policy/log_std"] + tf.zeros_like(z)
@@ -117,7 +123,8 @@ class LayerDeltas:
     """``[B]`` log pi(a_i|s_i) (carries gradient)."""
     layers: list[DenseLayer]
     deltas: list[tf.Tensor]
-    """``[B, out]`` per layer: delta_i = d log pi_i / d z_i."""
+    """Per layer, delta_i = d log pi_i / d z_i: ``[B, out]``, or ``[B, K, out]`` for a
+    layer run at K steps (stacked like its inputs)."""
     log_std_grads: tf.Tensor | None
     """``[B, action_dim]``: d log pi_i / d log_std (Gaussian), else None."""
 
@@ -134,7 +141,7 @@ def layer_deltas(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
 
 def delta_targets(params: tf.Tensor, layers: list[DenseLayer]) -> list[tf.Tensor]:
     """What ``sum_i log pi_i`` is differentiated at: every pre-activation, then the params."""
-    return [layer.pre_activation for layer in layers] + [params]
+    return [z for layer in layers for z in layer.pre_activations] + [params]
 
 
 def deltas_from_gradients(spec: PolicySpec, params: tf.Tensor, log_probs: tf.Tensor,
@@ -143,21 +150,39 @@ def deltas_from_gradients(spec: PolicySpec, params: tf.Tensor, log_probs: tf.Ten
     # log_std enters the params as a broadcast, so sample i's own slice of the params
     # gradient is d log pi_i / d log_std.
     log_std_grads = None if spec.is_discrete else grads[-1][:, spec.action_size:]
-    return LayerDeltas(params, log_probs, layers, grads[:-1], log_std_grads)
+    deltas, start = [], 0
+    for layer in layers:
+        steps = grads[start:start + len(layer.pre_activations)]
+        start += len(steps)
+        deltas.append(tf.stack(steps, axis=1) if layer.inputs.shape.rank == 3 else steps[0])
+    return LayerDeltas(params, log_probs, layers, deltas, log_std_grads)
 
 
 def analytic_gradients(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
                        actions: tf.Tensor) -> list[tf.Tensor]:
-    """``[B, *shape]`` per-sample gradients from one backward pass, in ``spec.weight_shapes()`` order."""
+    """``[B, *shape]`` per-sample gradients from one backward pass, in ``spec.weight_shapes()`` order.
+
+    Dense layer: ``a_i^T delta_i`` and ``delta_i``. The LSTM's gate layer, shared by the
+    window's K steps: ``sum_t a_it^T delta_it`` (one batched matmul) and ``sum_t delta_it``.
+    """
     traced = layer_deltas(spec, w, obs, actions)
     out = {}
     for layer, delta in zip(traced.layers, traced.deltas):
-        # einsum lowers to a batched matmul: ~1.7x faster here than a broadcast multiply.
-        out[layer.kernel] = tf.einsum("bi,bo->bio", layer.inputs, delta)
-        out[layer.bias] = delta
+        if layer.inputs.shape.rank == 3:
+            out[layer.kernel] = tf.matmul(layer.inputs, delta, transpose_a=True)
+            out[layer.bias] = tf.reduce_sum(delta, axis=1)
+        else:
+            # einsum lowers to a batched matmul: ~1.7x faster here than a broadcast multiply.
+            out[layer.kernel] = tf.einsum("bi,bo->bio", layer.inputs, delta)
+            out[layer.bias] = delta
     if traced.log_std_grads is not None:
         out["policy/log_std"] = traced.log_std_grads
     return [out[name] for name in spec.weight_shapes()]
+
+
+def _rows(x: tf.Tensor) -> tf.Tensor:
+    """``[B, K, n] -> [B * K, n]``; ``[B, n]`` unchanged: one row per (sample, step)."""
+    return tf.reshape(x, [-1, x.shape[-1]]) if x.shape.rank == 3 else x
 
 
 def weighted_gradient(spec: PolicySpec, traced: LayerDeltas, coefficients: tf.Tensor) -> list[tf.Tensor]:
@@ -165,8 +190,9 @@ def weighted_gradient(spec: PolicySpec, traced: LayerDeltas, coefficients: tf.Te
 
     The last step of an ordinary backward pass of ``sum_i c_i log pi_i``: as each log pi_i
     depends on its own sample only, that loss has delta ``c_i delta_i`` at every layer, so
-    the kernel gradient is ``a^T (c * delta)`` and the bias one ``sum_i c_i delta_i``. The
-    chain down the layers is the one ``traced`` already ran, and is not run again.
+    the kernel gradient is ``a^T (c * delta)`` (rows over samples, and steps for the LSTM)
+    and the bias one the sum of ``c * delta``. The chain down the layers is the one
+    ``traced`` already ran, and is not run again.
 
     Args:
       coefficients: ``[B]``, c_i (data: no gradient flows into it).
@@ -174,8 +200,9 @@ def weighted_gradient(spec: PolicySpec, traced: LayerDeltas, coefficients: tf.Te
     c = tf.stop_gradient(coefficients)[:, None]
     out = {}
     for layer, delta in zip(traced.layers, traced.deltas):
-        out[layer.kernel] = tf.matmul(layer.inputs, c * delta, transpose_a=True)
-        out[layer.bias] = tf.reduce_sum(c * delta, axis=0)
+        scaled = _rows(c[:, :, None] * delta if delta.shape.rank == 3 else c * delta)
+        out[layer.kernel] = tf.matmul(_rows(layer.inputs), scaled, transpose_a=True)
+        out[layer.bias] = tf.reduce_sum(scaled, axis=0)
     if traced.log_std_grads is not None:
         out["policy/log_std"] = tf.reduce_sum(c * traced.log_std_grads, axis=0)
     return [out[name] for name in spec.weight_shapes()]
@@ -184,12 +211,21 @@ def weighted_gradient(spec: PolicySpec, traced: LayerDeltas, coefficients: tf.Te
 def ghost_sq_norms(traced: LayerDeltas) -> tf.Tensor:
     """``[B]``: ``||grad log pi_i||^2`` over all weights, never materialising a gradient.
 
-    ``sum_layers (||a_i||^2 + 1) ||delta_i||^2`` (kernel plus bias) ``+ ||d log_std_i||^2``.
+    Dense layer: ``(||a_i||^2 + 1) ||delta_i||^2`` (kernel plus bias: ``a_i^T delta_i`` is
+    rank one). The LSTM's gate layer, whose gradient ``sum_t a_t^T delta_t`` sums K steps:
+    ``sum_{t,s} (a_t . a_s + 1)(delta_t . delta_s)``, from two ``[B, K, K]`` Gram matrices
+    (the sequence ghost norm of Li et al. 2022). Plus ``||d log_std_i||^2``.
     """
     total = 0.0
     for layer, delta in zip(traced.layers, traced.deltas):
-        a_sq = tf.reduce_sum(tf.square(layer.inputs), axis=1)
-        total += (a_sq + 1.0) * tf.reduce_sum(tf.square(delta), axis=1)
+        a = layer.inputs
+        if a.shape.rank == 3:
+            gram_a = tf.matmul(a, a, transpose_b=True)
+            gram_d = tf.matmul(delta, delta, transpose_b=True)
+            total += tf.reduce_sum((gram_a + 1.0) * gram_d, axis=[1, 2])
+        else:
+            a_sq = tf.reduce_sum(tf.square(a), axis=1)
+            total += (a_sq + 1.0) * tf.reduce_sum(tf.square(delta), axis=1)
     if traced.log_std_grads is not None:
         total += tf.reduce_sum(tf.square(traced.log_std_grads), axis=1)
     return total
@@ -197,12 +233,8 @@ def ghost_sq_norms(traced: LayerDeltas) -> tf.Tensor:
 
 def sq_norms(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
              actions: tf.Tensor) -> tf.Tensor:
-    """``[B]`` squared norms: ghost norms for an MLP, else the sum of squared vectorized grads."""
-    if spec.torso == "mlp":
-        return ghost_sq_norms(layer_deltas(spec, w, obs, actions))
-    grads = vectorized_gradients(spec, w, obs, actions)
-    return tf.add_n([tf.reduce_sum(tf.reshape(tf.square(g), [tf.shape(g)[0], -1]), axis=1)
-                     for g in grads])
+    """``[B]`` squared norms of the per-sample gradients, by ghost norms (every torso)."""
+    return ghost_sq_norms(layer_deltas(spec, w, obs, actions))
 
 
 def read_weights(variables: dict[str, tf.Variable]) -> dict[str, tf.Tensor]:

@@ -19,7 +19,7 @@ from pgcommon.config import ReinforceConfig
 from pgtwin.ladder import ParityReport, compare_arrays
 from pgtwin.twins import agent_class
 
-from tests.per_sample_cases import KINDS, MLP_KINDS, episodic_batch, random_inputs, random_weights
+from tests.per_sample_cases import KINDS, episodic_batch, random_inputs, random_weights
 
 RTOL = {"float64": 1e-9, "float32": 1e-4}
 UPDATES = 3
@@ -42,7 +42,7 @@ def test_per_sample_gradients_agree_across_twins(kind, dtype):
     spec = KINDS[kind]
     graph, eager = twins(spec, ReinforceConfig(dtype=dtype), random_weights(spec))
     report = ParityReport()
-    methods = ("loop", "vectorized", "analytic") if kind in MLP_KINDS else ("loop", "vectorized")
+    methods = ("loop", "vectorized", "analytic")
     for size in (7, 64):
         obs, actions = random_inputs(spec, size, seed=size)
         for method in methods:
