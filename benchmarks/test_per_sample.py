@@ -4,7 +4,9 @@ Groups (``pgtwin bench`` reports each figure as a ratio to the group's first ent
 
 ``per-sample: <twin> <kind> B=<n>``  ``aggregated`` (one gradient of the summed loss, fetched
     as numpy, by each twin's fastest path: the reference), then ``vectorized``, ``analytic``, ``sq_norms`` and ``loop``
-    (one gradient per sample) through the agent's public methods, numpy out;
+    (one gradient per sample) through the agent's public methods, numpy out, and
+    ``write_floor`` (arrays of the per-sample gradients' shapes, filled with a constant: the
+    memory traffic of returning them, with nothing computed);
 ``update baseline: <twin> B=<n>``  ``agent.update`` with ``none`` (the reference), then
     ``optimal_scalar`` (ghost norms + b* + one backward pass) and, at B = 2048, the episodic
     baselines (per-sample gradients to numpy + the shared formulas).
@@ -23,6 +25,7 @@ import tensorflow as tf
 
 from benchmarks.conftest import SEED, kind_spec, obs_batch, rollout_batch
 from eager.policy_call import direct_callable as direct_callable_eager
+from legacy_graph.per_sample import xla_compiled as xla_compiled_graph
 from legacy_graph.policy_call import direct_callable as direct_callable_graph
 from pgcommon.config import ReinforceConfig
 from pgcommon.specs import init_weights
@@ -69,6 +72,27 @@ def aggregated(a):
     return lambda obs, act, adv, w: [np.asarray(g) for g in call(obs, act, adv, w)[1:-1]]
 
 
+def write_floor(a):
+    """``(obs, actions) -> [array, ...]``: ``[B, *shape]`` arrays of every weight's shape,
+    filled with one input value and nothing computed: what returning per-sample gradients
+    costs in memory traffic alone (XLA-compiled like the per-sample methods; padded rows
+    aside, ``analytic`` cannot be faster than this)."""
+    shapes = list(a.spec.weight_shapes().values())
+
+    def fill(obs, actions):
+        del actions
+        return [tf.fill([tf.shape(obs)[0], *shape], obs[0, 0]) for shape in shapes]
+
+    if a.impl == "graph":
+        with a.graph.as_default():
+            fetch = xla_compiled_graph(fill, [a.obs_ph, a.actions_ph])
+        return direct_callable_graph(a.session, fetch, [a.obs_ph, a.actions_ph])
+    s = a._signatures()  # noqa: SLF001
+    call = direct_callable_eager(tf.function(fill, autograph=False, jit_compile=True,
+                                             input_signature=[s["obs"], s["actions"]]))
+    return lambda obs, act: [np.asarray(g) for g in call(obs, act)]
+
+
 def inputs(spec, size: int):
     rng = np.random.default_rng(SEED)
     actions = (rng.integers(0, spec.action_size, size) if spec.is_discrete
@@ -80,8 +104,9 @@ PER_SAMPLE_CASES = [(impl, kind, size, method)
                     for kind, sizes in (("categorical_mlp", (32, 256, 2048)),
                                         ("gaussian_lstm", (256, 2048)))
                     for size in sizes for impl in ("graph", "eager")
-                    for method in ("aggregated", "vectorized", "analytic", "sq_norms", "loop")
-                    if not (kind == "gaussian_lstm" and method == "loop")]
+                    for method in ("aggregated", "vectorized", "analytic", "sq_norms", "loop",
+                                   "write_floor")
+                    if not (kind == "gaussian_lstm" and method in ("loop", "write_floor"))]
 
 
 @pytest.mark.parametrize("impl,kind_name,batch_size,method", PER_SAMPLE_CASES)
@@ -97,6 +122,9 @@ def test_per_sample(benchmark, impl, kind_name, batch_size, method):
         call = lambda: fn(obs, actions, adv, w)  # noqa: E731
     elif method == "sq_norms":
         call = lambda: a.per_sample_sq_norms(obs, actions)  # noqa: E731
+    elif method == "write_floor":
+        fn = write_floor(a)
+        call = lambda: fn(obs, actions)  # noqa: E731
     else:
         call = lambda: a.per_sample_gradients(obs, actions, method)  # noqa: E731
     # Warm-up: builds the ops / traces the function once (the loop on one row: a full
@@ -112,7 +140,7 @@ def test_per_sample(benchmark, impl, kind_name, batch_size, method):
     if method == "sq_norms":
         assert out.shape == (batch_size,)
     else:
-        grads = out if method == "aggregated" else list(out.values())
+        grads = out if method in ("aggregated", "write_floor") else list(out.values())
         assert len(grads) == len(a.variables) and all(np.isfinite(g).all() for g in grads)
     if impl == "eager":
         assert set(a._per_sample_ops().trace_counts().values()) <= {1}  # noqa: SLF001
