@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from pgcommon import baselines as shared
+from pgcommon.errors import NoCompleteEpisodeError
 from pgcommon.baseline_memory import BaselineMemory
 from pgcommon.rollout import Batch
 
@@ -156,7 +157,10 @@ class BaselineUpdate:
             loss, norm, ent, applied, b = self._scalar_train_call(*self._scalar_args(batch))
             return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
                     "applied": bool(applied), "baseline": float(b)}
-        est = self._episodic(batch)
+        try:
+            est = self._episodic(batch)
+        except NoCompleteEpisodeError:  # no unbiased estimate: skip, and say so
+            return shared.skipped_update_metrics()
         extra = {"baseline": est.baseline, "episodes": est.num_episodes}
         if est.ascent is None:
             loss, norm, ent, applied = self._run(a._train_fn, est.inputs)  # noqa: SLF001

@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from pgcommon import baselines as shared
 from pgcommon.baseline_memory import BaselineMemory, EpisodeSums
+from pgcommon.errors import NoCompleteEpisodeError
 from pgcommon.returns import discounted_returns
 from pgcommon.rollout import Batch
 
@@ -128,7 +129,7 @@ class DistributedEpisodic:
         num_episodes, num_steps = (int(x) for x in self._allreduce(
             [[np.float64(r.lengths.size), np.float64(r.lengths.sum())] for r in replicas]))
         if num_episodes == 0:
-            raise ValueError(
+            raise NoCompleteEpisodeError(
                 f"baseline={config.baseline!r} needs a complete episode in the global batch, "
                 f"and none of the {a.num_replicas} replicas' batches (T={batches[0].num_steps}) "
                 "holds one: raise ReinforceConfig.num_steps above the episode length")
@@ -218,7 +219,10 @@ class DistributedEpisodic:
         return self._gradients(self._estimate(batches))[0]
 
     def update(self, batches: Sequence[Batch]) -> dict[str, Any]:
-        est = self._estimate(batches)
+        try:
+            est = self._estimate(batches)
+        except NoCompleteEpisodeError:  # no unbiased estimate: skip, and say so
+            return {**shared.skipped_update_metrics(), "num_valid": 0}
         grads, loss, entropy = self._gradients(est)
         norm = float(np.sqrt(sum(np.sum(np.square(g, dtype=np.float64)) for g in grads.values())))
         applied = bool(np.isfinite(loss)) and self._agent.apply_gradients(grads)

@@ -70,6 +70,7 @@ import numpy as np
 
 from pgcommon.advantages import TrainInputs, training_inputs
 from pgcommon.baseline_memory import BaselineMemory, EpisodeSums
+from pgcommon.errors import NoCompleteEpisodeError
 from pgcommon.returns import discounted_returns
 from pgcommon.rollout import Batch
 
@@ -488,6 +489,19 @@ def returns_scale(batch: Batch, gamma: float) -> float:
     return std if std > 0 else 1.0
 
 
+def skipped_update_metrics() -> dict[str, float | int | bool]:
+    """``agent.update``'s metrics for a batch with no complete episode: nothing applied.
+
+    The episodic estimators have no unbiased estimate there, so the update is skipped (weights,
+    optimizer state and baseline memory unchanged) and the loop goes on: ``episodes = 0`` and
+    ``applied = False`` say why; loss, gradient norm, entropy and baseline are NaN (not
+    computed). ``pgtwin train`` counts these updates and says how to avoid them.
+    """
+    nan = float("nan")
+    return {"loss": nan, "grad_norm": nan, "entropy": nan, "applied": False,
+            "baseline": nan, "episodes": 0}
+
+
 def per_sample_method(torso: str) -> str:
     """The fastest exact per-sample method for a torso: one backward pass for an MLP."""
     return "analytic" if torso == "mlp" else "vectorized"
@@ -511,7 +525,7 @@ def episodic_estimate(batch: Batch, config, spec,
     inputs = training_inputs(batch, config, spec)
     segs = segments(batch, config.gamma)
     if segs.num_episodes == 0:
-        raise ValueError(
+        raise NoCompleteEpisodeError(
             f"baseline={config.baseline!r} needs a complete episode in the batch, and none of "
             f"its {segs.lengths.size} segments (T={batch.num_steps}, N={batch.num_envs}) both "
             "starts and ends in it: raise ReinforceConfig.num_steps above the episode length")

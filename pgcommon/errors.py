@@ -24,3 +24,13 @@ class RecordingMismatchError(ValueError):
     The cached update path differentiates the forward passes the rollout ran; training on
     any other batch (or under changed weights) would give a wrong gradient, so it refuses.
     """
+
+
+class NoCompleteEpisodeError(ValueError):
+    """An episodic baseline was asked for an estimate on a batch with no complete episode.
+
+    ``optimal_scalar_episodic``, ``optimal_per_param`` and ``optimal_time`` use only episodes
+    that both start and end inside the batch; episodes longer than the rollout (a good
+    CartPole policy runs 500 steps) leave none. ``agent.update`` skips such a batch (see
+    ``pgcommon.baselines.skipped_update_metrics``); ``gradients`` and ``loss_value`` raise.
+    """

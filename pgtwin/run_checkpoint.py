@@ -57,6 +57,8 @@ class Progress:
     solved_at_update: int | None = None
     solved_at_env_steps: int | None = None
     solved_at_wall_s: float | None = None
+    skipped_updates: int = 0
+    """Updates an episodic baseline skipped: their batch held no complete episode."""
 
 
 def save(directory: str, agent: Any, envs: Any, state: RolloutState,

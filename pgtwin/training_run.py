@@ -132,6 +132,8 @@ class RunResult:
     threshold: float | None
     logdir: str
     resumed_from: str | None = None
+    skipped_updates: int = 0
+    """Updates skipped for want of a complete episode (episodic baselines only)."""
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` object."""
@@ -345,6 +347,8 @@ class _Run:
         self.log.append(rows)
         self.recent.extend(batch.episode_returns.tolist())
         p.update, p.env_steps, p.wall_s, p.episodes = it.update, batch.env_steps, wall, self.log.count
+        if it.metrics.get("episodes") == 0 and not it.metrics.get("applied", True):
+            self._skipped(it.update, batch.num_steps)
         mean = self._window_mean()
         if (p.solved_at_update is None and self.threshold is not None
                 and len(self.recent) == self.settings.solve_window and mean >= self.threshold):
@@ -361,6 +365,16 @@ class _Run:
             scalars["charts/mean_return_window"] = mean
             scalars["charts/env_steps_per_s"] = (p.env_steps / wall) if wall > 0 else None
             self.writer.write(p.env_steps, scalars)
+
+    def _skipped(self, update: int, num_steps: int) -> None:
+        """Count an update the episodic baseline skipped; say why the first time."""
+        self.progress.skipped_updates += 1
+        if self.progress.skipped_updates == 1:
+            self.say(f"update {update}: the batch holds no complete episode (every episode "
+                     f"was longer than --num-steps {num_steps} or cut by the batch edge), so "
+                     f"baseline={self.settings.config.baseline!r} skipped it. Raise --num-steps "
+                     "(twice the longest episode gives every env one), or use optimal_scalar; "
+                     "further skips are counted in the summary (skipped_updates).")
 
     def _checkpoint(self) -> None:
         p = self.progress
@@ -395,7 +409,8 @@ class _Run:
             wall_s=round(p.wall_s, 4), final_mean_return=self._window_mean(),
             solved=p.solved_at_update is not None, solved_at_env_steps=p.solved_at_env_steps,
             solved_at_wall_s=None if p.solved_at_wall_s is None else round(p.solved_at_wall_s, 4),
-            threshold=self.threshold, logdir=s.logdir, resumed_from=self.resumed_from)
+            threshold=self.threshold, logdir=s.logdir, resumed_from=self.resumed_from,
+            skipped_updates=p.skipped_updates)
 
     def close(self) -> None:
         if self.log is not None:

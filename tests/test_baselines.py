@@ -18,6 +18,7 @@ import pytest
 from pgcommon import baselines as bl
 from pgcommon.advantages import training_inputs
 from pgcommon.config import ReinforceConfig
+from pgcommon.errors import NoCompleteEpisodeError
 from pgcommon.rollout import Batch
 from pgcommon.specs import PolicySpec
 from pgtwin.twins import agent_class
@@ -372,14 +373,26 @@ def test_deterministic_policy_falls_back_to_the_mean_baseline(impl):
         agent.close()
 
 
-def test_a_batch_without_a_complete_episode_is_refused():
+@pytest.mark.parametrize("impl", TWINS)
+def test_a_batch_without_a_complete_episode_is_skipped(impl):
     spec = KINDS["categorical_mlp"]
     case = episodic_batch(spec, num_steps=3, num_envs=1, seed=0, mean_length=50.0)
     assert not case.episodes
-    agent = agent_class("graph")(spec, ReinforceConfig(baseline="optimal_per_param", num_envs=1,
-                                                       num_steps=3))
-    with pytest.raises(ValueError, match="needs a complete episode.*raise ReinforceConfig.num_steps"):
-        agent.update(case.batch)
+    agent = agent_class(impl)(spec, ReinforceConfig(baseline="optimal_per_param", num_envs=1,
+                                                    num_steps=3))
+    before = agent.get_weights()
+    metrics = agent.update(case.batch)
+    # Skipped, not a crash: nothing applied, and the metrics say why.
+    assert metrics["applied"] is False and metrics["episodes"] == 0, metrics
+    assert all(np.isnan(metrics[k]) for k in ("loss", "grad_norm", "entropy", "baseline"))
+    for name, w in agent.get_weights().items():
+        np.testing.assert_array_equal(w, before[name], err_msg=name)
+    assert agent.baseline_memory.sums is None  # the memory took nothing in
+    # Asked for a gradient or a loss, it has none to give: a clear error.
+    for ask in (agent.gradients, agent.loss_value):
+        with pytest.raises(NoCompleteEpisodeError,
+                           match="needs a complete episode.*raise ReinforceConfig.num_steps"):
+            ask(case.batch)
     agent.close()
 
 

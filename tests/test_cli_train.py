@@ -11,6 +11,8 @@ import os
 import numpy as np
 import pytest
 
+from pgcommon.envs import make_vec_env
+from pgcommon.specs import init_weights, spec_for_env
 from pgtwin.cli import main
 from pgtwin.defaults import defaults_for
 from pgtwin.episode_log import read_episodes
@@ -174,6 +176,24 @@ def test_resume_with_an_episodic_baseline_restores_its_memory(tmp_path, capsys, 
     want, got = (load_weights(os.path.join(d, "weights.npz")) for d in (straight, logdir))
     for name in want:
         np.testing.assert_array_equal(want[name], got[name], err_msg=name)
+
+
+def test_batches_without_a_complete_episode_are_skipped_and_counted(tmp_path, capsys):
+    # CartPole's episodes last at least ~8 steps, so with T = 3 no batch holds a complete
+    # episode: every update is skipped (not a crash), counted, and explained once.
+    code, summary, err = _train(
+        capsys, "--env", "CartPole-v1", "--impl", "graph", "--num-envs", "2", "--num-steps",
+        "3", "--hidden", "8", "--baseline", "optimal_per_param", "--steps", "24", "--no-stop",
+        "--json", "--no-progress", "--logdir", str(tmp_path))
+    assert code == 0 and summary["updates"] == 4 and summary["skipped_updates"] == 4, summary
+    assert err.count("holds no complete episode") == 1, err
+    assert "--num-steps 3" in err and "baseline='optimal_per_param' skipped it" in err
+    envs = make_vec_env("CartPole-v1", 2, 0)
+    start = init_weights(spec_for_env(envs, "mlp", (8,)), 0)
+    envs.close()
+    weights = load_weights(os.path.join(str(tmp_path), "weights.npz"))
+    for name, w in start.items():  # nothing was applied: the initial weights (seed 0)
+        np.testing.assert_array_equal(weights[name], w, err_msg=name)
 
 
 def test_a_second_run_into_the_same_logdir_is_refused(tmp_path, capsys):

@@ -289,5 +289,8 @@ def human_summary(result) -> str:
                      f"{result.solved_at_env_steps}, {result.solved_at_wall_s:.1f} s")
     elif result.threshold is not None:
         lines.append(f"not solved (threshold {result.threshold:g})")
+    if result.skipped_updates:
+        lines.append(f"{result.skipped_updates} updates skipped: their batch held no complete "
+                     "episode (raise --num-steps)")
     lines.append(f"logs: {result.logdir} (episodes.csv, learning_curve.png, tb/, checkpoints/)")
     return "\n".join(lines)
