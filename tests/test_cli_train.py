@@ -5,6 +5,7 @@ Tiny configs (a few envs, steps and updates) keep each run to about a second.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
@@ -14,7 +15,8 @@ import pytest
 from pgcommon.envs import make_vec_env
 from pgcommon.specs import init_weights, spec_for_env
 from pgtwin.cli import main
-from pgtwin.defaults import defaults_for
+from pgtwin.commands.train import add_parser, settings_from_args
+from pgtwin.defaults import defaults_for, for_episodic_baseline
 from pgtwin.episode_log import read_episodes
 from pgtwin.plots import trailing_mean
 from pgtwin.training_run import load_weights
@@ -251,3 +253,30 @@ def test_resume_errors(tmp_path, capsys):
     assert "impl (run: 'eager', given: 'graph')" in err
     lr = defaults_for("CartPole-v1").learning_rate  # the run took the CartPole default
     assert f"config.learning_rate (run: {lr!r}, given: 0.5)" in err
+
+
+@pytest.mark.parametrize("argv,num_envs,num_steps", [
+    # CartPole-v1's episodes last up to 500 steps: T = 2 x 500, N = 128 x 128 // 1000 = 16
+    (["--baseline", "optimal_per_param"], 16, 1000),
+    # a per-step baseline keeps the row: 128 x 128
+    (["--baseline", "optimal_scalar"], 128, 128),
+    # a rollout shape given on the command line is kept as given
+    (["--baseline", "optimal_time", "--num-steps", "64"], 128, 64),
+    (["--baseline", "optimal_time", "--num-envs", "4"], 4, 128),
+])
+def test_episodic_baselines_get_a_rollout_long_enough_for_whole_episodes(
+        tmp_path, capsys, argv, num_envs, num_steps):
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train", "--env", "CartPole-v1", "--logdir", str(tmp_path), *argv])
+    settings, _ = settings_from_args(args, parser)
+    assert (settings.config.num_envs, settings.config.num_steps) == (num_envs, num_steps)
+
+
+def test_for_episodic_baseline_by_hand():
+    row = defaults_for("CartPole-v1")  # 128 envs x 128 steps
+    assert for_episodic_baseline(row, None) is row  # no time limit known: unchanged
+    assert for_episodic_baseline(row, 64) is row  # T = 128 already holds 2 x 64
+    longer = for_episodic_baseline(row, 100)  # T = 200, N = 128 * 128 // 200 = 81
+    assert (longer.num_envs, longer.num_steps, longer.learning_rate) == (81, 200, row.learning_rate)
+    assert for_episodic_baseline(row, 10_000).num_envs == 1  # never below one env

@@ -13,7 +13,9 @@ import os
 import sys
 import time
 
+from pgcommon.baselines import EPISODIC
 from pgcommon.config import BASELINES, DTYPES, OPTIMIZERS, ReinforceConfig
+from pgtwin.defaults import for_episodic_baseline
 from pgtwin.twins import IMPLS
 
 HELP = "train one twin on one env (progress bar, TensorBoard, CSV, PNG, checkpoints)"
@@ -169,6 +171,22 @@ def newest_logdir(env_id: str, impl: str, seed: int) -> str | None:
     return found[-1] if found else None
 
 
+def max_episode_steps(env_id: str | None) -> int | None:
+    """The registered time limit of ``env_id`` (``module:Id`` looks up ``Id``), else None.
+
+    An id whose module is not imported yet is not registered: None (its rollout length is
+    left as given; batches without a complete episode are skipped).
+    """
+    import gymnasium
+
+    if env_id is None:
+        return None
+    try:
+        return gymnasium.spec(env_id.rsplit(":", 1)[-1]).max_episode_steps
+    except gymnasium.error.Error:  # not registered (yet)
+        return None
+
+
 def config_from_args(args, base: ReinforceConfig | None, row) -> ReinforceConfig:
     """The run's ``ReinforceConfig``: arguments over ``base`` (a resumed run's) or ``row``."""
     given = {
@@ -179,6 +197,9 @@ def config_from_args(args, base: ReinforceConfig | None, row) -> ReinforceConfig
         "max_grad_norm": args.max_grad_norm, "dtype": args.dtype,
     }
     given = {k: v for k, v in given.items() if v is not None}
+    if (base is None and given.get("baseline", row.baseline) in EPISODIC
+            and args.num_steps is None and args.num_envs is None):
+        row = for_episodic_baseline(row, max_episode_steps(args.env))
     if base is None:
         base = ReinforceConfig(
             gamma=row.gamma, learning_rate=row.learning_rate, normalize_returns=row.normalize_returns,
