@@ -33,7 +33,7 @@ leaving one out would not make it exact; its bias measured within sampling error
 
 Memory (a decision, see docs/baselines.md): every episodic ratio above also takes in the
 decayed sums of earlier batches (``pgcommon/baseline_memory.py``, ``ReinforceConfig.
-baseline_memory``, default 0.9): ``b^(-e) = (M.num + sum_{e' != e} num_e') / (M.den +
+baseline_memory``, default 0.5): ``b^(-e) = (M.num + sum_{e' != e} num_e') / (M.den +
 sum_{e' != e} den_e')``, the mean fallback ``(M.sum_r + sum_{e' != e} R_e') / (M.count + E - 1)``.
 Earlier batches are independent of episode e too, so the estimate stays exactly unbiased;
 8 episodes a batch no longer estimate a ratio per parameter element on their own. The

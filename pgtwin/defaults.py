@@ -81,9 +81,10 @@ def for_episodic_baseline(row: EnvDefaults, max_episode_steps: int | None) -> En
     that start and end inside the batch; a batch without one is skipped. An env mid-episode
     at the batch's start completes its next episode within ``2 x max_episode_steps`` steps,
     so T is raised to that (CartPole-v1: 1,000) and N lowered to keep about the same batch
-    (CartPole-v1: 16 envs). Measured with CartPole-v1's row and seed 0 (graph twin): at
-    T = 128 ``optimal_scalar_episodic`` / ``optimal_time`` skipped 83 / 9 of 184 updates and
-    did not solve in 3M env steps; at 16 x 1,000 they solved at 304k / 288k, skipping none.
+    (CartPole-v1: 16 envs). Measured with CartPole-v1's row and seed 0 (graph twin,
+    ``baseline_memory`` 0.9): at T = 128 ``optimal_scalar_episodic`` / ``optimal_time``
+    skipped 83 / 9 of 184 updates and did not solve in 3M env steps; at 16 x 1,000 they
+    solved at 304k / 288k, skipping none (at the default memory 0.5: 272k / 320k).
     ``max_episode_steps`` None (no time limit known): ``row`` unchanged.
     """
     if max_episode_steps is None or row.num_steps >= 2 * max_episode_steps:

@@ -446,7 +446,7 @@ def bandit_batches(agent, num_batches: int, num_envs: int, seed: int) -> list[Ba
 @pytest.mark.slow
 def test_optimal_baselines_lower_the_variance_and_stay_unbiased():
     """300 batches from a fixed policy, run in sequence (the episodic estimators carry their
-    memory of earlier batches, ``baseline_memory`` 0.9): every estimator's mean is the exact
+    memory of earlier batches at the default ``baseline_memory``): every estimator's mean is the exact
     gradient within sampling error, and the optimal baselines are no noisier than the mean
     baseline of their family, batch-only or with the same memory (paired over the same
     batches; measured: the episodic ones 20-30 % below it)."""
@@ -454,8 +454,7 @@ def test_optimal_baselines_lower_the_variance_and_stay_unbiased():
 
     spec = PolicySpec("categorical", (4,), 2, hidden=(8,), dtype="float64")
     weights = random_weights(spec, seed=3)
-    config = ReinforceConfig(dtype="float64", gamma=1.0, normalize_returns=False,
-                             baseline_memory=0.9)
+    config = ReinforceConfig(dtype="float64", gamma=1.0, normalize_returns=False)
     agent = agent_class("graph")(spec, config, weights=weights)
     # Exact gradient per step: E_s sum_a pi(a|s) r(s, a) grad log pi(a|s), s uniform. Other
     # rewards of the episode, and its length, do not depend on a_t: they add nothing on

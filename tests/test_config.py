@@ -17,7 +17,7 @@ def test_defaults_are_valid():
     assert (c.adam_beta1, c.adam_beta2, c.adam_epsilon) == (0.9, 0.999, 1e-8)
     assert (c.normalize_returns, c.entropy_coef, c.max_grad_norm) == (True, 0.0, None)
     assert (c.num_envs, c.num_steps, c.update_path, c.dtype) == (16, 128, "recompute", "float32")
-    assert c.baseline_memory == 0.9  # docs/baselines.md, Decision 6
+    assert c.baseline_memory == 0.5  # docs/baselines.md, Decision 6
     assert not c.needs_per_sample_gradients
 
 

@@ -102,7 +102,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", choices=BASELINES, default=None, help="default none")
     p.add_argument("--baseline-memory", type=_number, default=None, metavar="RHO",
                    help="decay in [0, 1) of earlier batches' sums in the episodic baselines "
-                        "(default 0.9; 0: this batch only)")
+                        "(default 0.5; 0: this batch only)")
     p.add_argument("--normalize-returns", action=argparse.BooleanOptionalAction, default=None,
                    help="standardise returns over each batch (default on)")
     p.add_argument("--entropy-coef", type=non_negative_float, default=None)
