@@ -37,7 +37,7 @@ from pgcommon.errors import NoCompleteEpisodeError
 from pgcommon.returns import discounted_returns
 from pgcommon.rollout import Batch
 
-SUM = tf.distribute.ReduceOp.SUM
+from eager import collectives
 
 
 @dataclass
@@ -66,31 +66,12 @@ class DistributedEpisodic:
 
     # ------------------------------------------------------------ reductions
     def _allreduce(self, local: list[list[np.ndarray]]) -> list[np.ndarray]:
-        """Sum over all replicas: ``local[k]`` holds local replica k's float64 arrays (same
-        shapes on every replica); returns the global sums, packed into one collective."""
-        a = self._agent
-        shapes = [np.shape(x) for x in local[0]]
-        packed = {rid: np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in parts])
-                  for rid, parts in zip(a.replica_ids, local)}
-        values = a.strategy.experimental_distribute_values_from_function(
-            lambda ctx: tf.constant(packed[ctx.replica_id_in_sync_group]))
-        flat = a.strategy.reduce(SUM, values, axis=None).numpy()
-        out, start = [], 0
-        for shape in shapes:
-            size = int(np.prod(shape, dtype=np.int64))
-            out.append(flat[start:start + size].reshape(shape))
-            start += size
-        return out
+        """Sum over all replicas (``eager.collectives.sum_over_replicas``)."""
+        return collectives.sum_over_replicas(self._agent.strategy, self._agent.replica_ids, local)
 
     def _by_replica(self, values: list[float]) -> np.ndarray:
-        """``[num_replicas]``: each replica's value in its own slot (a sum of one-hots)."""
-        a = self._agent
-        local = []
-        for rid, v in zip(a.replica_ids, values):
-            slots = np.zeros(a.num_replicas)
-            slots[rid] = v
-            local.append([slots])
-        return self._allreduce(local)[0]
+        """``[num_replicas]``: each replica's value in its own slot (``eager.collectives``)."""
+        return collectives.by_replica(self._agent.strategy, self._agent.replica_ids, values)
 
     # ------------------------------------------------------------ estimate
     def _estimate(self, batches: Sequence[Batch]) -> dict[str, Any]:

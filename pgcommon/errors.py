@@ -34,3 +34,18 @@ class NoCompleteEpisodeError(ValueError):
     CartPole policy runs 500 steps) leave none. ``agent.update`` skips such a batch (see
     ``pgcommon.baselines.skipped_update_metrics``); ``gradients`` and ``loss_value`` raise.
     """
+
+
+class IncompatibleCheckpointError(ValueError):
+    """An agent checkpoint was written by an agent of another architecture, dtype or optimizer.
+
+    Raised by both twins' ``restore`` before any value is assigned (the agent is unchanged),
+    with every mismatched variable and both shapes (``pgcommon.checkpoint_layout``).
+    """
+
+    def __init__(self, path: str, problems: list[str]):
+        self.path, self.problems = path, list(problems)
+        super().__init__(
+            f"checkpoint {path} does not fit this agent: " + "; ".join(self.problems)
+            + ". Restore it into an agent built with the PolicySpec and ReinforceConfig "
+            "(hidden sizes, dtype, optimizer) it was written with; nothing was restored")

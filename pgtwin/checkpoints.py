@@ -68,7 +68,7 @@ def list_checkpoints(root: str) -> list[tuple[int, str]]:
 
 
 def write_checkpoint(root: str, update: int, fill: Callable[[str], None],
-                     meta: dict[str, Any] | None = None, keep: int = 2) -> Checkpoint:
+                     meta: dict[str, Any] | None = None, keep: int | None = 2) -> Checkpoint:
     """Write checkpoint ``update`` atomically and keep only the newest ``keep`` (>= 1).
 
     Args:
@@ -76,9 +76,11 @@ def write_checkpoint(root: str, update: int, fill: Callable[[str], None],
       update: the update count the checkpoint is of (its name).
       fill: writes the checkpoint's files into the directory it is given.
       meta: JSON-serialisable facts stored in the manifest (returned by :func:`verify`).
-      keep: checkpoints to keep after this one is complete, this one included.
+      keep: checkpoints to keep after this one is complete, this one included; None
+        prunes nothing (a shard of a distributed checkpoint: :func:`prune` once every
+        worker's shard is written).
     """
-    if keep < 1:
+    if keep is not None and keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
     os.makedirs(root, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}update_{update:08d}-", dir=root)
@@ -107,9 +109,19 @@ def write_checkpoint(root: str, update: int, fill: Callable[[str], None],
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for _, old in list_checkpoints(root)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    if keep is not None:
+        prune(root, keep)
     return Checkpoint(final, int(update), manifest["meta"])
+
+
+def prune(root: str, keep: int) -> list[str]:
+    """Delete all but the newest ``keep`` (>= 1) checkpoints under ``root``; return their paths."""
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    old = [path for _, path in list_checkpoints(root)[:-keep]]
+    for path in old:
+        shutil.rmtree(path, ignore_errors=True)
+    return old
 
 
 def verify(path: str) -> Checkpoint:

@@ -30,7 +30,8 @@ import numpy as np
 
 from pgcommon.config import ReinforceConfig
 from pgcommon.envs import make_vec_env
-from pgcommon.rollout import Batch, RolloutState, collect
+from pgcommon.parallel_rollout import COLLECTIONS, ReplicaCollector
+from pgcommon.rollout import Batch, RolloutState
 from pgcommon.specs import spec_for_env
 
 STRATEGIES = ("mirrored", "multi-worker")
@@ -174,6 +175,7 @@ class DistributedIteration:
 def iterate_distributed_training(
     agent, envs: Sequence, rngs: Sequence[np.random.Generator],
     states: Sequence[RolloutState | None] | None = None, start_update: int = 0,
+    collector: ReplicaCollector | None = None,
 ) -> Iterator[DistributedIteration]:
     """Yield one :class:`DistributedIteration` per update, forever.
 
@@ -181,6 +183,9 @@ def iterate_distributed_training(
       agent: an ``eager.distributed.DistributedReinforceAgent``.
       envs, rngs: one vector env and one generator per local replica (``agent.replica_ids``).
       states: rollout states to continue from (None: reset the envs).
+      start_update: updates already done (a resumed run's count).
+      collector: how the local replicas collect (default: in parallel threads over
+        ``envs``); the caller closes it.
     """
     states = list(states) if states is not None else [None] * len(envs)
     if not len(envs) == len(rngs) == len(states) == len(agent.replica_ids):
@@ -188,19 +193,21 @@ def iterate_distributed_training(
             f"need one env, rng and state per local replica ({len(agent.replica_ids)}), got "
             f"{len(envs)} envs, {len(rngs)} rngs, {len(states)} states"
         )
+    own = collector is None
+    collector = ReplicaCollector(envs) if own else collector
     start = time.perf_counter()
     update = start_update
-    while True:
-        policy = agent.rollout_policy()
-        batches = []
-        for i, (env, rng) in enumerate(zip(envs, rngs)):                 # collect
-            batch, states[i] = collect(env, policy, agent.spec, agent.config.num_steps,
-                                       rng, states[i])
-            batches.append(batch)
-        metrics = agent.update(batches)                                  # all-reduced update
-        update += 1
-        yield DistributedIteration(update, batches, metrics, list(states),
-                                   time.perf_counter() - start)          # log
+    try:
+        while True:
+            batches, states = collector.collect(agent.rollout_policy(), agent.spec,  # collect
+                                                agent.config.num_steps, rngs, states)
+            metrics = agent.update(batches)                              # all-reduced update
+            update += 1
+            yield DistributedIteration(update, batches, metrics, list(states),
+                                       time.perf_counter() - start)      # log
+    finally:
+        if own:
+            collector.close()
 
 
 @dataclass
@@ -242,12 +249,14 @@ def train_distributed(
     env_id: str, strategy, updates: int, seed: int = 0,
     config: ReinforceConfig = ReinforceConfig(), torso: str = "mlp",
     hidden: tuple[int, ...] = (64, 64), history: int = 1, vectorization: str = "auto",
-    weights: dict[str, np.ndarray] | None = None,
+    weights: dict[str, np.ndarray] | None = None, collection: str = "parallel",
 ) -> DistributedResult:
     """Train the eager twin for ``updates`` updates under ``strategy`` (see the module doc).
 
     Every worker of a multi-worker job calls this with the same arguments. The global batch
     per update is ``num_replicas * config.num_envs * config.num_steps`` steps.
+    ``collection``: the local replicas collect in a thread each (``parallel``) or one
+    after another (``sequential``); the batches are the same.
     """
     from eager.distributed import DistributedReinforceAgent
 
@@ -262,8 +271,9 @@ def train_distributed(
             for r in agent.replica_ids]
     rngs = [replica_rng(seed, r) for r in agent.replica_ids]
     result = DistributedResult(agent, 0, agent.num_replicas, agent.replica_ids, 0, 0.0)
+    collector = ReplicaCollector(envs, collection)
     try:
-        for it in iterate_distributed_training(agent, envs, rngs):
+        for it in iterate_distributed_training(agent, envs, rngs, collector=collector):
             result.updates, result.wall_s = it.update, it.wall_s
             result.local_env_steps = it.local_env_steps
             result.metrics.append(it.metrics)
@@ -272,6 +282,7 @@ def train_distributed(
             if it.update >= updates:
                 break
     finally:
+        collector.close()
         for env in envs:
             env.close()
     return result
@@ -336,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="split this process's CPU into N logical devices (one replica each)")
     parser.add_argument("--vectorization", choices=("auto", "vector", "sync", "async"),
                         default="auto")
+    parser.add_argument("--collection", choices=COLLECTIONS, default="parallel",
+                        help="local replicas collect in a thread each, or one after another")
     parser.add_argument("--save-weights", default=None, metavar="NPZ",
                         help="write the final weights (by canonical name) to this .npz")
     args = parser.parse_args(argv)
@@ -345,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
                                  baseline=args.baseline, dtype=args.dtype)
         strategy = make_strategy(args.strategy, cpu_replicas=args.cpu_replicas)
         result = train_distributed(args.env, strategy, args.updates, seed=args.seed,
-                                   config=config, vectorization=args.vectorization)
+                                   config=config, vectorization=args.vectorization,
+                                   collection=args.collection)
     except ValueError as err:
         parser.error(str(err))
     if args.save_weights:

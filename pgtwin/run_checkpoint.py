@@ -68,25 +68,37 @@ def save(directory: str, agent: Any, envs: Any, state: RolloutState,
 
     ``env_bytes`` is the env's snapshot, or None when it cannot be pickled.
     """
+    save_agent(directory, agent)
+    save_rollout(directory, state, env_bytes)
+    doc = {"progress": progress.__dict__, "rng": rng.bit_generator.state,
+           "env": "snapshot" if env_bytes is not None else "reseed", "settings": settings}
+    with open(os.path.join(directory, "state.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+def save_agent(directory: str, agent: Any) -> None:
+    """``agent/`` (weights, optimizer state) and ``baseline_memory.npz`` into ``directory``."""
     agent.save(os.path.join(directory, AGENT_PREFIX))
     # TF1's Saver also writes a "checkpoint" index naming the temp dir by absolute path;
     # restore uses the explicit prefix, so the stale index is left out.
     index = os.path.join(directory, "agent", "checkpoint")
     if os.path.exists(index):
         os.remove(index)
-    np.savez(os.path.join(directory, "rollout.npz"), obs=state.obs,
-             needs_reset=state.needs_reset, episode_return=state.episode_return,
-             episode_length=state.episode_length)
     memory = getattr(agent, "baseline_memory", None)
     if memory is not None and memory.state():
         np.savez(os.path.join(directory, BASELINE_MEMORY), **memory.state())
+
+
+def save_rollout(directory: str, state: RolloutState, env_bytes: bytes | None) -> None:
+    """``rollout.npz`` (the rollout state) and ``env.pkl`` (the env, when it pickles) into
+    ``directory`` (created if missing)."""
+    os.makedirs(directory, exist_ok=True)
+    np.savez(os.path.join(directory, "rollout.npz"), obs=state.obs,
+             needs_reset=state.needs_reset, episode_return=state.episode_return,
+             episode_length=state.episode_length)
     if env_bytes is not None:
         with open(os.path.join(directory, "env.pkl"), "wb") as f:
             f.write(env_bytes)
-    doc = {"progress": progress.__dict__, "rng": rng.bit_generator.state,
-           "env": "snapshot" if env_bytes is not None else "reseed", "settings": settings}
-    with open(os.path.join(directory, "state.json"), "w") as f:
-        json.dump(doc, f, indent=1)
 
 
 def load_state(directory: str) -> dict[str, Any]:
@@ -101,6 +113,16 @@ def restore(directory: str, doc: dict[str, Any], agent: Any, fresh_envs: Any,
 
     ``fresh_envs`` is a newly made env of the run's id, seed and size (not yet reset).
     """
+    restore_agent(directory, agent)
+    rng.bit_generator.state = doc["rng"]
+    progress = Progress(**doc["progress"])
+    envs, state = restore_rollout(directory, doc["env"], fresh_envs, progress.env_steps,
+                                  int(doc["settings"]["seed"]), progress.update)
+    return envs, state, progress
+
+
+def restore_agent(directory: str, agent: Any) -> None:
+    """Put :func:`save_agent`'s files in ``directory`` back into ``agent``."""
     agent.restore(os.path.join(directory, AGENT_PREFIX))
     memory = getattr(agent, "baseline_memory", None)
     path = os.path.join(directory, BASELINE_MEMORY)
@@ -110,19 +132,28 @@ def restore(directory: str, doc: dict[str, Any], agent: Any, fresh_envs: Any,
             with np.load(path) as z:
                 state = {k: z[k] for k in z.files}
         memory.load_state(state, where=path)
-    rng.bit_generator.state = doc["rng"]
-    progress = Progress(**doc["progress"])
-    if doc["env"] == "snapshot":
+
+
+def restore_rollout(directory: str, env_mode: str, fresh_envs: Any, env_steps: int,
+                    seed: int, update: int) -> tuple[Any, RolloutState]:
+    """``(envs, state)`` from :func:`save_rollout`'s files in ``directory``.
+
+    Args:
+      env_mode: ``snapshot`` (``env.pkl`` was written) or ``reseed``: ``fresh_envs`` is
+        reset with ``seed + RESEED_STRIDE * update``.
+      fresh_envs: a newly made env of the run's id, seed and size (not yet reset).
+      env_steps: the env-step counter the state continues from.
+    """
+    if env_mode == "snapshot":
         with open(os.path.join(directory, "env.pkl"), "rb") as f:
             envs = env_snapshot.restore(f.read(), fresh_envs)
         with np.load(os.path.join(directory, "rollout.npz")) as z:
             state = RolloutState(obs=z["obs"], needs_reset=z["needs_reset"],
                                  episode_return=z["episode_return"],
                                  episode_length=z["episode_length"],
-                                 env_steps=progress.env_steps)
+                                 env_steps=env_steps)
     else:
         envs = fresh_envs
-        seed = int(doc["settings"]["seed"]) + RESEED_STRIDE * progress.update
-        state = RolloutState.start(envs, seed=seed)
-        state.env_steps = progress.env_steps
-    return envs, state, progress
+        state = RolloutState.start(envs, seed=seed + RESEED_STRIDE * update)
+        state.env_steps = env_steps
+    return envs, state

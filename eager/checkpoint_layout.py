@@ -1,0 +1,33 @@
+"""The layout of a ``tf.train.Checkpoint`` in the twins' shared terms (``pgcommon.checkpoint_layout``).
+
+Mirrors ``legacy_graph/checkpoint_layout.py``. A TF2 checkpoint keys values by object path
+(``optimizer/_trainable_variables/0/...``), not by variable name; its object graph records
+each variable's ``full_name``, which for the policy is the canonical name. The Keras
+optimizer's own variables are named after it: ``adam/iteration`` and ``adam/..._momentum``,
+or ``sgd/iteration`` (Keras numbers the second one in a process ``adam_1``).
+"""
+from __future__ import annotations
+
+import re
+
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+from pgcommon.checkpoint_layout import CheckpointLayout
+
+_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def saved_layout(path: str) -> CheckpointLayout:
+    """The policy variables (name -> (shape, dtype)) and optimizer of the checkpoint at ``path``."""
+    reader = tf.train.load_checkpoint(path)
+    shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor(_GRAPH_KEY))
+    names = {attr.checkpoint_key: attr.full_name for node in graph.nodes
+             for attr in node.attributes if attr.name == "VARIABLE_VALUE"}
+    policy = {full: (tuple(shapes[key]), dtypes[key].name) for key, full in names.items()
+              if full.startswith("policy/")}
+    optimizer = next((re.sub(r"_\d+$", "", full.split("/")[0]) for full in names.values()
+                      if full.endswith("/iteration")), "none")
+    return CheckpointLayout(variables=policy, optimizer=optimizer)

@@ -1,0 +1,100 @@
+"""Both twins refuse, with one message, a checkpoint written by another architecture,
+dtype or optimizer (issue 17, item 1: the graph twin's ``Saver`` used to accept them).
+
+Expected phrases are written out by hand from the shapes: CartPole's policy with
+``hidden=(64, 64)`` has kernels (4, 64), (64, 64), (64, 2); with ``hidden=(32,)`` it has
+(4, 32) and a head of (32, 2), and no ``dense_1``.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from pgcommon.config import ReinforceConfig
+from pgcommon.errors import IncompatibleCheckpointError
+from pgcommon.specs import PolicySpec
+from pgtwin.twins import IMPLS, agent_class
+
+
+def _spec(hidden):
+    return PolicySpec("categorical", (4,), 2, hidden=hidden)
+
+
+def _saved(tmp_path, impl, hidden=(64, 64), **config):
+    agent = agent_class(impl)(_spec(hidden), ReinforceConfig(**config), seed=1)
+    try:
+        return agent.save(os.path.join(str(tmp_path), impl, "ckpt"))
+    finally:
+        agent.close()
+
+
+def _refusal(impl, path, hidden, **config) -> IncompatibleCheckpointError:
+    agent = agent_class(impl)(_spec(hidden), ReinforceConfig(**config), seed=2)
+    before = agent.get_weights()
+    try:
+        with pytest.raises(IncompatibleCheckpointError) as info:
+            agent.restore(path)
+        after = agent.get_weights()
+        info_ = agent.variable_info()
+    finally:
+        agent.close()
+    for name in before:  # nothing was assigned
+        np.testing.assert_array_equal(before[name], after[name], err_msg=name)
+    assert {n: s for n, (s, _) in info_.items()} == {n: tuple(w.shape) for n, w in after.items()}
+    return info.value
+
+
+ARCH_PROBLEMS = [
+    "policy/dense_0/kernel: checkpoint (4, 64) float32, agent (4, 32) float32",
+    "policy/dense_0/bias: checkpoint (64,) float32, agent (32,) float32",
+    "policy/head/kernel: checkpoint (64, 2) float32, agent (32, 2) float32",
+    "policy/dense_1/kernel: in the checkpoint (64, 64) float32, not in the agent",
+    "policy/dense_1/bias: in the checkpoint (64,) float32, not in the agent",
+]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_another_architecture_is_refused_naming_every_variable_and_both_shapes(tmp_path, impl):
+    path = _saved(tmp_path, impl)
+    err = _refusal(impl, path, (32,))
+    assert sorted(err.problems) == sorted(ARCH_PROBLEMS)
+    assert str(err).startswith(f"checkpoint {path} does not fit this agent: ")
+    assert "built with the PolicySpec and ReinforceConfig" in str(err)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("saved, wanted", [("adam", "sgd"), ("sgd", "adam")])
+def test_another_optimizer_is_refused(tmp_path, impl, saved, wanted):
+    path = _saved(tmp_path, impl, optimizer=saved)
+    err = _refusal(impl, path, (64, 64), optimizer=wanted)
+    assert err.problems == [f"optimizer: checkpoint {saved}, agent {wanted}"]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_another_dtype_is_refused(tmp_path, impl):
+    path = _saved(tmp_path, impl, dtype="float64")
+    err = _refusal(impl, path, (64, 64))
+    assert "policy/head/bias: checkpoint (2,) float64, agent (2,) float32" in err.problems
+    assert len(err.problems) == 6  # every weight of the (64, 64) policy
+
+
+def test_both_twins_give_the_same_refusal(tmp_path):
+    problems = [_refusal(impl, _saved(tmp_path, impl, optimizer="sgd"), (32,)).problems
+                for impl in IMPLS]
+    assert problems[0] == problems[1]
+    assert problems[0][-1] == "optimizer: checkpoint sgd, agent adam"
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_the_same_architecture_still_restores(tmp_path, impl):
+    path = _saved(tmp_path, impl)
+    source = agent_class(impl)(_spec((64, 64)), ReinforceConfig(), seed=1)
+    target = agent_class(impl)(_spec((64, 64)), ReinforceConfig(), seed=2)
+    target.restore(path)
+    want, got = source.get_weights(), target.get_weights()
+    for name in want:
+        np.testing.assert_array_equal(want[name], got[name], err_msg=name)
+    source.close()
+    target.close()
