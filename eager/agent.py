@@ -18,12 +18,14 @@ import tensorflow as tf
 from pgcommon import policy_inputs
 from pgcommon.advantages import TrainInputs, training_inputs
 from pgcommon.baselines import EPISODIC
+from pgcommon.checkpoint_layout import agent_layout, check_layout
 from pgcommon.config import ReinforceConfig
 from pgcommon.errors import DisconnectedGradientError
 from pgcommon.rollout import Batch
 from pgcommon.specs import PolicySpec, check_weights, init_weights
 
 from eager import distributions, network
+from eager.checkpoint_layout import saved_layout
 from eager.loss import reinforce_loss
 from eager.optimizers import make_optimizer
 from eager.policy_call import direct_callable, policy_callable
@@ -266,7 +268,13 @@ class ReinforceAgent:
         return self.checkpoint.write(path)
 
     def restore(self, path: str) -> None:
-        """Restore a checkpoint written by :meth:`save` (every value must match)."""
+        """Restore a checkpoint written by :meth:`save` (every value must match).
+
+        Raises ``IncompatibleCheckpointError`` (nothing restored) when the checkpoint's
+        variables, shapes, dtypes or optimizer differ from this agent's, with the legacy
+        twin's message.
+        """
+        check_layout(path, saved_layout(path), agent_layout(self.spec, self.config))
         self.checkpoint.read(path).assert_consumed()
 
     def close(self) -> None:

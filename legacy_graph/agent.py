@@ -17,12 +17,14 @@ import tensorflow as tf
 from pgcommon import policy_inputs
 from pgcommon.advantages import TrainInputs, training_inputs
 from pgcommon.baselines import EPISODIC
+from pgcommon.checkpoint_layout import agent_layout, check_layout
 from pgcommon.config import ReinforceConfig
 from pgcommon.errors import DisconnectedGradientError
 from pgcommon.rollout import Batch
 from pgcommon.specs import PolicySpec, check_weights, init_weights
 
 from legacy_graph import distributions, network
+from legacy_graph.checkpoint_layout import saved_layout
 from legacy_graph.loss import reinforce_loss
 from legacy_graph.optimizers import make_optimizer
 from legacy_graph.policy_call import direct_callable, policy_callable
@@ -251,7 +253,13 @@ class ReinforceAgent:
             return self.saver.save(self.session, path, write_meta_graph=False)
 
     def restore(self, path: str) -> None:
-        """Restore a checkpoint written by :meth:`save`."""
+        """Restore a checkpoint written by :meth:`save`.
+
+        Raises ``IncompatibleCheckpointError`` (nothing restored) when the checkpoint's
+        variables, shapes, dtypes or optimizer differ from this agent's: a ``Saver`` alone
+        would load a (4, 64) kernel into a (4, 32) variable.
+        """
+        check_layout(path, saved_layout(path), agent_layout(self.spec, self.config))
         with self.graph.as_default():
             self.saver.restore(self.session, path)
 

@@ -78,7 +78,10 @@ def sample(
 
 
 def env_actions(spec: PolicySpec, actions: np.ndarray) -> np.ndarray:
-    """The actions to step the env with: Gaussian samples clipped to the action bounds."""
-    if spec.is_discrete or spec.action_low is None:
+    """The actions to step the env with: Gaussian samples clipped to the action bounds;
+    categorical indices ``[B]`` shifted to the env's ``Discrete(n, start)`` (int64 ``[B]``)."""
+    if spec.is_discrete:
+        return actions + spec.action_start if spec.action_start else actions
+    if spec.action_low is None:
         return actions
     return np.clip(actions, spec.action_low, spec.action_high).astype(np.float32)

@@ -58,6 +58,10 @@ class PolicySpec:
     """Gaussian only: initial value of the learned, state-independent log-std."""
     dtype: str = "float32"
     """``float32`` (default) or ``float64``: the dtype of every weight and computation."""
+    action_start: int = 0
+    """Categorical only: the env's first action (gymnasium's ``Discrete(n, start=s)``). The
+    policy samples indices ``0..n-1``; the env is stepped with ``s + index``
+    (``pgcommon.sampling.env_actions``), and batches keep the indices."""
 
     def __post_init__(self) -> None:
         _check_choice("distribution", self.distribution, DISTRIBUTIONS)
@@ -83,6 +87,12 @@ class PolicySpec:
             raise ValueError(f"PolicySpec.hidden sizes must be >= 1, got {self.hidden}")
         if self.torso == "lstm" and not self.hidden:
             raise ValueError("PolicySpec.hidden must name the LSTM units for torso='lstm'")
+        if isinstance(self.action_start, bool) or int(self.action_start) != self.action_start:
+            raise ValueError(f"PolicySpec.action_start must be an integer, got {self.action_start!r}")
+        object.__setattr__(self, "action_start", int(self.action_start))
+        if self.action_start and self.distribution != "categorical":
+            raise ValueError(f"PolicySpec.action_start={self.action_start} is for categorical "
+                             "policies (a Discrete action space); a Box has bounds instead")
         if self.distribution == "gaussian":
             self._check_bounds()
         if not np.isfinite(self.log_std_init):
@@ -176,7 +186,8 @@ def spec_for_env(
 ) -> PolicySpec:
     """A sensible spec from an env's (single) observation and action spaces.
 
-    Discrete actions give a categorical policy; a Box gives a Gaussian one whose mean is
+    Discrete actions give a categorical policy (``Discrete(n, start=s)``: ``action_start = s``,
+    so the env gets ``s + index``); a Box gives a Gaussian one whose mean is
     squashed into the bounds (``sigmoid`` for ``[0, 1]`` boxes as in seed 003, else
     ``tanh``; ``none`` for unbounded boxes). The observation shape is taken as it is, so a
     history-window env (``[K, obs_dim]``) needs ``torso='lstm'``.
@@ -187,7 +198,8 @@ def spec_for_env(
         raise ValueError(f"spec_for_env: observation space {obs_space} is not a Box")
     if isinstance(act_space, gym.spaces.Discrete):
         return PolicySpec("categorical", obs_space.shape, int(act_space.n), torso=torso,
-                          hidden=hidden, activation=activation, dtype=dtype)
+                          hidden=hidden, activation=activation, dtype=dtype,
+                          action_start=int(act_space.start))
     if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
         low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
         bounded = bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))

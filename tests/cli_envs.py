@@ -10,6 +10,14 @@ which registers them).
   so the NaN comes from env index ``nan_env_seed``.
 * ``EasyCartPole-v0``: CartPole with ``reward_threshold = 15``, to test the stopping rule
   in a few updates.
+* ``ShiftedActionCartPole-v0``: CartPole whose actions are ``Discrete(2, start=3)`` (3 pushes
+  left, 4 right); any other action raises, naming it.
+* ``ShapeShiftCartPole-v0``: CartPole whose sub-env reset with seed ``nan_env_seed``
+  returns a 5-feature observation on its ``nan_at``-th step call.
+* ``HugeRewardCartPole-v0``: CartPole paying ``HUGE_REWARD`` per step: finite in float64
+  (the rollout's check passes) but past float32's range, so a float32 loss without return
+  normalisation is not finite.
+* ``MultiDiscreteCartPole-v0`` / ``DictObsCartPole-v0``: spaces pgtwin does not support.
 """
 from __future__ import annotations
 
@@ -62,6 +70,60 @@ class NaNCartPole(CartPoleEnv):
         return obs, reward, terminated, truncated, info
 
 
+HUGE_REWARD = 1e39  # > float32's max, 3.4e38
+
+
+class ShiftedActionCartPole(gymnasium.Wrapper):
+    """CartPole with ``Discrete(2, start=3)`` actions, refusing actions outside them."""
+
+    def __init__(self, **kwargs):
+        super().__init__(CartPoleEnv(**kwargs))
+        self.action_space = gymnasium.spaces.Discrete(2, start=3)
+        self.received: list[int] = []
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f"ShiftedActionCartPole got action {action!r}, outside "
+                             f"{self.action_space}")
+        self.received.append(int(action))
+        return self.env.step(int(action) - 3)
+
+
+class ShapeShiftCartPole(NaNCartPole):
+    """CartPole whose observation grows a fifth feature once (see module doc)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = CartPoleEnv.step(self, action)
+        if self.first_seed == self.nan_env_seed and self.calls == self.nan_at:
+            obs = np.append(obs, np.float32(0.0))
+        self.calls += 1
+        return obs, reward, terminated, truncated, info
+
+
+class HugeRewardCartPole(CartPoleEnv):
+    """CartPole paying ``HUGE_REWARD`` per step."""
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, HUGE_REWARD, terminated, truncated, info
+
+
+class MultiDiscreteCartPole(CartPoleEnv):
+    """CartPole declaring a MultiDiscrete action space (unsupported)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.action_space = gymnasium.spaces.MultiDiscrete([2, 2])
+
+
+class DictObsCartPole(CartPoleEnv):
+    """CartPole declaring a Dict observation space (unsupported)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.observation_space = gymnasium.spaces.Dict({"state": self.observation_space})
+
+
 def _register(env_id: str, entry_point, **kwargs) -> None:
     if env_id not in gymnasium.registry:
         gymnasium.register(env_id, entry_point=entry_point, max_episode_steps=500, **kwargs)
@@ -71,3 +133,8 @@ _register("SlowCartPole-v0", SlowCartPole)
 _register("NaNObsCartPole-v0", NaNCartPole, kwargs={"target": "obs"})
 _register("NaNRewardCartPole-v0", NaNCartPole, kwargs={"target": "reward"})
 _register("EasyCartPole-v0", CartPoleEnv, reward_threshold=15.0)
+_register("ShiftedActionCartPole-v0", ShiftedActionCartPole)
+_register("ShapeShiftCartPole-v0", ShapeShiftCartPole)
+_register("HugeRewardCartPole-v0", HugeRewardCartPole)
+_register("MultiDiscreteCartPole-v0", MultiDiscreteCartPole)
+_register("DictObsCartPole-v0", DictObsCartPole)
