@@ -6,6 +6,10 @@ of the N envs), ``return`` (undiscounted), ``length`` (steps) and ``wall_s`` (tr
 seconds at the end of that update). Floats are written with ``repr``, so reading the log
 back gives the exact float64 returns.
 
+A distributed run (``pgtwin.distributed_run``) writes one log for all workers, with a
+``worker`` column before ``env_index`` (:data:`DISTRIBUTED_COLUMNS`), ``env_index`` being
+the env's global index ``replica * num_envs + i``.
+
 Resuming truncates the log to the episodes the checkpoint had counted, so episodes logged
 after the checkpoint (and replayed by the resumed run) appear once.
 """
@@ -19,7 +23,9 @@ import numpy as np
 from pgcommon.rollout import Batch
 
 COLUMNS = ("episode", "update", "env_steps", "env_index", "return", "length", "wall_s")
-_INT_COLUMNS = {"episode", "update", "env_steps", "env_index", "length"}
+DISTRIBUTED_COLUMNS = ("episode", "update", "env_steps", "worker", "env_index", "return",
+                       "length", "wall_s")
+_INT_COLUMNS = {"episode", "update", "env_steps", "worker", "env_index", "length"}
 
 
 def finished_episodes(batch: Batch, update: int, wall_s: float, first: int) -> list[tuple]:
@@ -47,21 +53,23 @@ class EpisodeLog:
       path: the CSV file.
       keep: ``None`` starts a new log (overwriting ``path``); an int resumes one, keeping
         its first ``keep`` episodes and dropping the rest.
+      columns: the header (:data:`COLUMNS`, or :data:`DISTRIBUTED_COLUMNS`).
 
     Raises:
       ValueError: resuming a log that is missing, has another header, or holds fewer than
         ``keep`` complete episodes.
     """
 
-    def __init__(self, path: str, keep: int | None = None):
+    def __init__(self, path: str, keep: int | None = None,
+                 columns: tuple[str, ...] = COLUMNS):
         self.path = path
         if keep is None:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self._file = open(path, "w", newline="")
-            csv.writer(self._file, lineterminator="\n").writerow(COLUMNS)
+            csv.writer(self._file, lineterminator="\n").writerow(columns)
             self.count = 0
         else:
-            _truncate(path, keep)
+            _truncate(path, keep, columns)
             self._file = open(path, "a", newline="")
             self.count = keep
         self._writer = csv.writer(self._file, lineterminator="\n")
@@ -85,17 +93,17 @@ class EpisodeLog:
             self._file.close()
 
 
-def _truncate(path: str, keep: int) -> None:
+def _truncate(path: str, keep: int, columns: tuple[str, ...] = COLUMNS) -> None:
     """Rewrite ``path`` with its header and first ``keep`` rows (atomically)."""
     if not os.path.isfile(path):
         raise ValueError(f"episode log {path} is missing; the checkpoint counted {keep} "
                          "episodes in it")
     with open(path, newline="") as f:
         lines = f.read().split("\n")
-    if not lines or tuple(lines[0].split(",")) != COLUMNS:
-        raise ValueError(f"episode log {path} does not start with the header {','.join(COLUMNS)}")
+    if not lines or tuple(lines[0].split(",")) != columns:
+        raise ValueError(f"episode log {path} does not start with the header {','.join(columns)}")
     # A row cut short by a kill has fewer fields; only complete rows count.
-    rows = [line for line in lines[1:] if line.count(",") == len(COLUMNS) - 1]
+    rows = [line for line in lines[1:] if line.count(",") == len(columns) - 1]
     if len(rows) < keep:
         raise ValueError(f"episode log {path} holds {len(rows)} complete episodes but the "
                          f"checkpoint counted {keep}")
@@ -108,13 +116,15 @@ def _truncate(path: str, keep: int) -> None:
 
 
 def read_episodes(path: str) -> dict[str, np.ndarray]:
-    """The log as columns: int64 arrays, and float64 for ``return`` and ``wall_s``."""
+    """The log as columns: int64 arrays, and float64 for ``return`` and ``wall_s``
+    (a distributed run's log has the ``worker`` column too)."""
     with open(path, newline="") as f:
         reader = csv.reader(f)
         header = tuple(next(reader))
-        if header != COLUMNS:
-            raise ValueError(f"episode log {path} has header {header}, expected {COLUMNS}")
-        rows = [r for r in reader if len(r) == len(COLUMNS)]
-    cols = list(zip(*rows)) if rows else [()] * len(COLUMNS)
+        if header not in (COLUMNS, DISTRIBUTED_COLUMNS):
+            raise ValueError(f"episode log {path} has header {header}, expected {COLUMNS} "
+                             f"or {DISTRIBUTED_COLUMNS}")
+        rows = [r for r in reader if len(r) == len(header)]
+    cols = list(zip(*rows)) if rows else [()] * len(header)
     return {name: np.asarray(col, dtype=np.int64 if name in _INT_COLUMNS else np.float64)
-            for name, col in zip(COLUMNS, cols)}
+            for name, col in zip(header, cols)}

@@ -12,7 +12,36 @@ they read as ordinary scalars in TensorBoard without making it a dependency of t
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Any, Mapping
+
+import numpy as np
+
+LOSS_METRICS = ("loss", "grad_norm", "entropy")
+"""Update metrics logged under ``losses/``; the others go under ``train/``."""
+
+
+def update_scalars(metrics: Mapping[str, Any], episode_returns: np.ndarray,
+                   episode_lengths: np.ndarray, window_mean: float | None, env_steps: int,
+                   wall_s: float) -> dict[str, float | None]:
+    """The scalars a training run logs after one update, by tag.
+
+    Args:
+      metrics: the agent's update metrics: loss terms under ``losses/``, the rest
+        (baseline value, applied, ...) under ``train/``; array-valued ones are left out.
+      episode_returns, episode_lengths: float/int ``[E]``, the episodes that finished in
+        the update's rollout (their means are ``charts/episode_*``; none when E = 0).
+      window_mean: the mean return of the stopping window (None: no episode yet).
+      env_steps, wall_s: the run's counters, for ``charts/env_steps_per_s``.
+    """
+    scalars: dict[str, float | None] = {
+        ("losses/" if k in LOSS_METRICS else "train/") + k: float(v)
+        for k, v in metrics.items() if isinstance(v, (int, float, bool, np.number))}
+    if len(episode_returns):
+        scalars["charts/episode_return"] = float(np.mean(episode_returns))
+        scalars["charts/episode_length"] = float(np.mean(episode_lengths))
+    scalars["charts/mean_return_window"] = window_mean
+    scalars["charts/env_steps_per_s"] = (env_steps / wall_s) if wall_s > 0 else None
+    return scalars
 
 
 class ScalarWriter:

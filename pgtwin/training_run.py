@@ -45,9 +45,6 @@ RESUMABLE = ("total_steps", "stop_at_threshold", "checkpoint_every", "keep_check
 """Settings a resumed run may change; every other one must equal the checkpoint's."""
 
 
-LOSS_METRICS = ("loss", "grad_norm", "entropy")
-
-
 class TrainingError(RuntimeError):
     """The run cannot start, resume or continue; the message says why and what is intact."""
 
@@ -157,6 +154,27 @@ def load_settings(logdir: str) -> RunSettings:
         return RunSettings.from_dict(json.load(f))
 
 
+def write_settings(paths: dict[str, str], settings: RunSettings) -> None:
+    """Create the run directory and write ``run.json`` atomically."""
+    os.makedirs(settings.logdir, exist_ok=True)
+    tmp = paths["settings"] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(settings.to_dict(), f, indent=1)
+    os.replace(tmp, paths["settings"])
+
+
+def check_same_settings(where: str, saved: dict[str, Any], settings: RunSettings) -> None:
+    """Raise TrainingError naming every fixed setting (``RunSettings.fixed``) in which
+    ``settings`` differ from the ``saved`` ones (``to_dict`` form) of checkpoint ``where``."""
+    before = RunSettings.from_dict(saved).fixed()
+    changed = {k: (before.get(k), v) for k, v in settings.fixed().items()
+               if before.get(k) != v}
+    if changed:
+        raise TrainingError(f"cannot resume {where} with different settings: "
+                            + "; ".join(f"{k}: checkpoint {a!r}, now {b!r}"
+                                        for k, (a, b) in changed.items()))
+
+
 def import_env_module(name: str) -> None:
     """Import ``name`` (which registers envs), looking in the working directory too, as
     ``python -m`` would.
@@ -259,11 +277,7 @@ class _Run:
         if checkpoints.list_checkpoints(root) or os.path.exists(self.paths["settings"]):
             raise TrainingError(f"{self.settings.logdir} already holds a run: pass --resume "
                                 "to continue it, or choose another --logdir")
-        os.makedirs(self.settings.logdir, exist_ok=True)
-        tmp = self.paths["settings"] + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.settings.to_dict(), f, indent=1)
-        os.replace(tmp, self.paths["settings"])
+        write_settings(self.paths, self.settings)
         self.log = EpisodeLog(self.paths["episodes"])
 
     def resume(self) -> None:
@@ -279,13 +293,7 @@ class _Run:
         if refused:
             self.say(f"using the previous good checkpoint {ckpt.path}")
         doc = run_checkpoint.load_state(ckpt.path)
-        saved = RunSettings.from_dict(doc["settings"]).fixed()
-        changed = {k: (saved.get(k), v) for k, v in self.settings.fixed().items()
-                   if saved.get(k) != v}
-        if changed:
-            raise TrainingError(f"cannot resume {ckpt.path} with different settings: "
-                                + "; ".join(f"{k}: checkpoint {a!r}, now {b!r}"
-                                            for k, (a, b) in changed.items()))
+        check_same_settings(ckpt.path, doc["settings"], self.settings)
         self.envs, self.state, self.progress = run_checkpoint.restore(
             ckpt.path, doc, self.agent, self.envs, self.rng)
         self.recent.extend(self.progress.recent_returns)
@@ -354,17 +362,10 @@ class _Run:
                 and len(self.recent) == self.settings.solve_window and mean >= self.threshold):
             p.solved_at_update, p.solved_at_env_steps, p.solved_at_wall_s = p.update, p.env_steps, wall
         if self.writer is not None:
-            # The agent's update metrics: loss terms under losses/, the rest (baseline
-            # value, applied, ...) under train/; array-valued ones are not scalars.
-            scalars = {("losses/" if k in LOSS_METRICS else "train/") + k: float(v)
-                       for k, v in it.metrics.items()
-                       if isinstance(v, (int, float, bool, np.number))}
-            if len(batch.episode_returns):
-                scalars["charts/episode_return"] = float(np.mean(batch.episode_returns))
-                scalars["charts/episode_length"] = float(np.mean(batch.episode_lengths))
-            scalars["charts/mean_return_window"] = mean
-            scalars["charts/env_steps_per_s"] = (p.env_steps / wall) if wall > 0 else None
-            self.writer.write(p.env_steps, scalars)
+            from pgtwin.tensorboard import update_scalars
+            self.writer.write(p.env_steps, update_scalars(
+                it.metrics, batch.episode_returns, batch.episode_lengths, mean, p.env_steps,
+                wall))
 
     def _skipped(self, update: int, num_steps: int) -> None:
         """Count an update the episodic baseline skipped; say why the first time."""
@@ -395,15 +396,8 @@ class _Run:
     def _finish(self) -> RunResult:
         s, p = self.settings, self.progress
         self.log.sync()
-        weights = self.agent.get_weights()
-        tmp = self.paths["weights"] + ".tmp.npz"
-        np.savez(tmp, **{name.replace("/", "__"): w for name, w in weights.items()})
-        os.replace(tmp, self.paths["weights"])
-        episodes = read_episodes(self.paths["episodes"])
-        save_learning_curves(self.paths["curve"],
-                             [Curve(s.impl, episodes["env_steps"], episodes["return"])],
-                             f"{s.env_id}, {s.impl} twin, seed {s.seed}", self.threshold,
-                             s.solve_window)
+        write_final_files(self.paths, self.agent.get_weights(), s, self.threshold,
+                          f"{s.env_id}, {s.impl} twin, seed {s.seed}")
         return RunResult(
             env=s.env_id, impl=s.impl, seed=s.seed, env_steps=p.env_steps, updates=p.update,
             wall_s=round(p.wall_s, 4), final_mean_return=self._window_mean(),
@@ -419,6 +413,19 @@ class _Run:
             self.writer.close()
         self.envs.close()
         self.agent.close()
+
+
+def write_final_files(paths: dict[str, str], weights: dict[str, np.ndarray],
+                      settings: RunSettings, threshold: float | None, title: str) -> None:
+    """``weights.npz`` (by canonical name, written atomically) and ``learning_curve.png``
+    (from ``episodes.csv``, which must be synced) at the end of a run."""
+    tmp = paths["weights"] + ".tmp.npz"
+    np.savez(tmp, **{name.replace("/", "__"): w for name, w in weights.items()})
+    os.replace(tmp, paths["weights"])
+    episodes = read_episodes(paths["episodes"])
+    save_learning_curves(paths["curve"],
+                         [Curve(settings.impl, episodes["env_steps"], episodes["return"])],
+                         title, threshold, settings.solve_window)
 
 
 def load_weights(path: str) -> dict[str, np.ndarray]:
