@@ -11,6 +11,7 @@ from gymnasium.vector import AutoresetMode
 import pgcommon.battery  # noqa: F401  (registers BatteryArbitrage-v0)
 from pgcommon import seeded_cartpole
 from pgcommon.history import HistoryWindow
+from pgcommon.observation_shape import ObservationShapeCheck
 
 Vectorization = Literal["auto", "vector", "sync", "async"]
 
@@ -92,7 +93,13 @@ def make_vec_env(
 
     if vectorization == "vector" and spec.vector_entry_point == seeded_cartpole.REPLACES:
         spec = dataclasses.replace(spec, vector_entry_point=seeded_cartpole.ENTRY_POINT)
-    envs = gymnasium.make_vec(spec, int(num_envs), vectorization_mode=_MODES[vectorization])
+    # Sub-envs (sync, async) check their observations' shape; a hand-vectorised env's whole
+    # batch is checked by ``collect``.
+    wrappers = {} if vectorization == "vector" else {"wrappers": [ObservationShapeCheck]}
+    envs = gymnasium.make_vec(spec, int(num_envs), vectorization_mode=_MODES[vectorization],
+                              **wrappers)
+    if vectorization != "vector":
+        envs.set_attr("env_index", list(range(int(num_envs))))
     try:
         _check_spaces(env_id, envs)
         _check_autoreset(env_id, envs)

@@ -16,6 +16,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from pgcommon import sampling
+from pgcommon.observation_shape import ObservationShapeError, shape_message
 from pgcommon.specs import PolicySpec
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
@@ -117,6 +118,8 @@ def collect(
       state: the state returned by the previous call; ``None`` resets the envs.
 
     Raises:
+      ObservationShapeError (a ValueError): an observation whose shape is not the observation
+        space's, naming the env index, the rollout step, both shapes.
       ValueError: a non-finite observation or reward, or distribution params of the wrong
         shape or non-finite, naming the env index and the step; an env that autoresets in
         another mode than NEXT_STEP.
@@ -144,8 +147,9 @@ def collect(
         params = np.asarray(policy_fn(obs))
         _check_params(params, spec, n, t)
         actions, log_probs = sampling.sample(spec, params, rng)
-        next_obs, rewards, terminated, truncated, _ = envs.step(sampling.env_actions(spec, actions))
+        next_obs, rewards, terminated, truncated, _ = _step(envs, spec, actions, t, state.env_steps + n)
         state.env_steps += n
+        _check_obs_shape(next_obs, state.obs.shape, t, state.env_steps)
         _check_finite_obs(next_obs, t, state.env_steps)
         _check_finite_rewards(rewards, t, state.env_steps)
         valid = ~state.needs_reset
@@ -176,6 +180,28 @@ def collect(
         params=params_buf, env_steps=state.env_steps,
     )
     return batch, state
+
+
+def _step(envs: gym.vector.VectorEnv, spec: PolicySpec, actions: np.ndarray, step: int,
+          env_steps: int):
+    """``envs.step`` of the sampled actions; a sub-env's shape error gets the step added."""
+    try:
+        return envs.step(sampling.env_actions(spec, actions))
+    except ObservationShapeError as err:
+        where = f"rollout step {step} (env-step {env_steps})"
+        if err.env_index is None:  # re-raised from an async worker: only its message is left
+            raise ObservationShapeError(f"{err}, at {where}") from err
+        raise ObservationShapeError(
+            shape_message(err.got, f"env {err.env_index}", where, err.expected),
+            err.env_index, err.got, err.expected) from err
+
+
+def _check_obs_shape(obs: np.ndarray, expected: tuple[int, ...], step: int,
+                     env_steps: int) -> None:
+    # A hand-vectorised env has no sub-env wrappers: its whole batch is checked here.
+    if obs.shape != expected:
+        raise ObservationShapeError(shape_message(
+            obs.shape, "the vector env", f"rollout step {step} (env-step {env_steps})", expected))
 
 
 def _check_autoreset_mode(envs: gym.vector.VectorEnv) -> None:

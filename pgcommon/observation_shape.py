@@ -1,0 +1,67 @@
+"""A per-env check that observations keep the shape of the observation space.
+
+A vector env stacks its sub-envs' observations; one whose shape changes mid-run would
+otherwise fail inside numpy with ``all input arrays must have the same shape``, naming
+neither the env nor the step. ``pgcommon.envs.make_vec_env`` wraps every sub-env in
+:class:`ObservationShapeCheck` and tells each its index; ``pgcommon.rollout.collect`` adds
+the rollout step and env-step to the message, as it does for non-finite observations.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+
+class ObservationShapeError(ValueError):
+    """A sub-env returned an observation whose shape is not its observation space's.
+
+    ``AsyncVectorEnv`` re-raises a worker's error as ``type(message)``: then only the
+    message survives and the other fields are None.
+    """
+
+    def __init__(self, message: object, env_index: int | None = None,
+                 got: tuple[int, ...] | None = None, expected: tuple[int, ...] | None = None):
+        super().__init__(str(message))
+        self.env_index, self.got, self.expected = env_index, got, expected
+
+
+def shape_message(got: tuple[int, ...], who: str, where: str,
+                  expected: tuple[int, ...]) -> str:
+    """The one wording of a shape error, e.g. ``observation of shape (5,) from env 2 at
+    rollout step 1 (env-step 24); expected (4,), ...``."""
+    return (f"observation of shape {tuple(got)} from {who} at {where}; expected "
+            f"{tuple(expected)}, the shape of its observation space (an env's observations "
+            "must keep one shape for the whole run)")
+
+
+class ObservationShapeCheck(gymnasium.Wrapper):
+    """Raise :class:`ObservationShapeError` when ``reset`` or ``step`` returns an observation
+    whose shape differs from ``observation_space.shape``.
+
+    ``env_index`` is set by ``make_vec_env`` after the vector env is built (``set_attr``
+    reaches sync and async sub-envs alike); None names no index.
+    """
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        self.env_index: int | None = None
+
+    def reset(self, **kwargs) -> tuple[Any, dict]:
+        obs, info = self.env.reset(**kwargs)
+        self._check(obs, "reset")
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._check(obs, "step")
+        return obs, reward, terminated, truncated, info
+
+    def _check(self, obs: Any, where: str) -> None:
+        expected = self.observation_space.shape
+        got = np.shape(obs)
+        if expected is not None and tuple(got) != tuple(expected):
+            who = "an env" if self.env_index is None else f"env {self.env_index}"
+            raise ObservationShapeError(shape_message(got, who, where, expected),
+                                        self.env_index, tuple(got), tuple(expected))
