@@ -44,6 +44,29 @@ class Iteration:
     wall_s: float
     """Seconds since the loop started."""
 
+    @property
+    def skipped(self) -> str | None:
+        """Why this update was not applied (one of ``SKIP_REASONS``), None if it was."""
+        return skip_reason(self.metrics)
+
+
+NON_FINITE = "non_finite"
+"""The loss or a gradient was NaN or infinite: the twins' guarded apply left every weight."""
+NO_COMPLETE_EPISODE = "no_complete_episode"
+"""An episodic baseline found no complete episode in the batch (``skipped_update_metrics``)."""
+SKIP_REASONS = (NON_FINITE, NO_COMPLETE_EPISODE)
+
+
+def skip_reason(metrics: dict[str, Any]) -> str | None:
+    """Why an update with these metrics was skipped (``applied`` False), else None.
+
+    Both twins report ``applied = False`` for a non-finite loss or gradient; the episodic
+    baselines add ``episodes = 0`` when the batch held no complete episode.
+    """
+    if metrics.get("applied", True):
+        return None
+    return NO_COMPLETE_EPISODE if metrics.get("episodes") == 0 else NON_FINITE
+
 
 def iterate_training(
     agent: Agent, envs: gym.vector.VectorEnv, rng: np.random.Generator,

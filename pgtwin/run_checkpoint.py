@@ -58,7 +58,11 @@ class Progress:
     solved_at_env_steps: int | None = None
     solved_at_wall_s: float | None = None
     skipped_updates: int = 0
-    """Updates an episodic baseline skipped: their batch held no complete episode."""
+    """Updates skipped for any reason (``pgcommon.loop.SKIP_REASONS``)."""
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)
+    """``skipped_updates`` by reason."""
+    consecutive_skips: dict[str, int] = field(default_factory=dict)
+    """The skips since the last applied update, by reason (``max_consecutive_skips``)."""
 
 
 def save(directory: str, agent: Any, envs: Any, state: RolloutState,

@@ -38,10 +38,11 @@ from pgcommon.specs import spec_for_env
 from pgtwin import checkpoints, env_snapshot, run_checkpoint
 from pgtwin.episode_log import EpisodeLog, finished_episodes, read_episodes
 from pgtwin.plots import Curve, save_learning_curves
+from pgtwin.skipped_updates import MAX_CONSECUTIVE_SKIPS, first_skip_message, stall_message
 from pgtwin.twins import agent_class
 
 RESUMABLE = ("total_steps", "stop_at_threshold", "checkpoint_every", "keep_checkpoints",
-             "progress", "tensorboard", "logdir")
+             "progress", "tensorboard", "logdir", "max_consecutive_skips")
 """Settings a resumed run may change; every other one must equal the checkpoint's."""
 
 
@@ -87,6 +88,9 @@ class RunSettings:
     """Show the tqdm bar: True, False, or None (only on a terminal)."""
     tensorboard: bool = True
     """Write TensorBoard scalars."""
+    max_consecutive_skips: int = MAX_CONSECUTIVE_SKIPS
+    """Stop with an error after this many skipped updates in a row (non-finite loss or
+    gradient, or no complete episode; ``pgtwin.skipped_updates``); 0 never stops."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready settings (``config`` as a dict)."""
@@ -130,7 +134,10 @@ class RunResult:
     logdir: str
     resumed_from: str | None = None
     skipped_updates: int = 0
-    """Updates skipped for want of a complete episode (episodic baselines only)."""
+    """Updates skipped (weights untouched), for any reason."""
+    skipped_by_reason: dict[str, int] = dataclasses.field(default_factory=dict)
+    """``skipped_updates`` by ``pgcommon.loop.SKIP_REASONS`` (``non_finite``,
+    ``no_complete_episode``); reasons that never happened are absent."""
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` object."""
@@ -330,6 +337,12 @@ class _Run:
                     self.state = it.state
                     wall = wall_offset + it.wall_s
                     self._record(it, wall)                                        # log
+                    if self._stalled():
+                        raise TrainingError(
+                            f"{s.env_id} ({s.impl}) stopped at update {p.update} (env-step "
+                            f"{p.env_steps}): " + stall_message(
+                                p.consecutive_skips, sum(p.consecutive_skips.values()))
+                            + f"; {self._intact()}")
                     bar.update(min(p.env_steps, s.total_steps) - bar.n)
                     bar.set_postfix(ret=_fmt(self._window_mean()), upd=p.update, refresh=False)
                     done = self._done()                                           # stop?
@@ -338,13 +351,16 @@ class _Run:
                     if done:
                         break
         except (ValueError, FloatingPointError) as err:
-            where = (f"the last checkpoint {self.last_checkpoint} is intact"
-                     if self.last_checkpoint else "no checkpoint had been written")
             raise TrainingError(f"{s.env_id} ({s.impl}) failed during update {p.update + 1} "
-                                f"after env-step {p.env_steps}: {err}; {where}") from err
+                                f"after env-step {p.env_steps}: {err}; {self._intact()}") from err
         finally:
             bar.close()
         return self._finish()
+
+    def _intact(self) -> str:
+        """What a failure leaves: the last checkpoint, or none."""
+        return (f"the last checkpoint {self.last_checkpoint} is intact"
+                if self.last_checkpoint else "no checkpoint had been written")
 
     def _window_mean(self) -> float | None:
         return float(np.mean(self.recent)) if self.recent else None
@@ -355,8 +371,10 @@ class _Run:
         self.log.append(rows)
         self.recent.extend(batch.episode_returns.tolist())
         p.update, p.env_steps, p.wall_s, p.episodes = it.update, batch.env_steps, wall, self.log.count
-        if it.metrics.get("episodes") == 0 and not it.metrics.get("applied", True):
-            self._skipped(it.update, batch.num_steps)
+        if it.skipped:
+            self._skipped(it.skipped, it)
+        else:
+            p.consecutive_skips = {}
         mean = self._window_mean()
         if (p.solved_at_update is None and self.threshold is not None
                 and len(self.recent) == self.settings.solve_window and mean >= self.threshold):
@@ -367,15 +385,21 @@ class _Run:
                 it.metrics, batch.episode_returns, batch.episode_lengths, mean, p.env_steps,
                 wall))
 
-    def _skipped(self, update: int, num_steps: int) -> None:
-        """Count an update the episodic baseline skipped; say why the first time."""
-        self.progress.skipped_updates += 1
-        if self.progress.skipped_updates == 1:
-            self.say(f"update {update}: the batch holds no complete episode (every episode "
-                     f"was longer than --num-steps {num_steps} or cut by the batch edge), so "
-                     f"baseline={self.settings.config.baseline!r} skipped it. Raise --num-steps "
-                     "(twice the longest episode gives every env one), or use optimal_scalar; "
-                     "further skips are counted in the summary (skipped_updates).")
+    def _skipped(self, reason: str, it) -> None:
+        """Count a skipped update by reason; say why the first time each reason happens."""
+        p = self.progress
+        p.skipped_updates += 1
+        p.skipped_by_reason[reason] = p.skipped_by_reason.get(reason, 0) + 1
+        p.consecutive_skips[reason] = p.consecutive_skips.get(reason, 0) + 1
+        if p.skipped_by_reason[reason] == 1:
+            self.say(first_skip_message(reason, it.update, it.metrics, it.batch.num_steps,
+                                        self.settings.config.baseline,
+                                        self.settings.max_consecutive_skips))
+
+    def _stalled(self) -> bool:
+        """Whether the last ``max_consecutive_skips`` updates were all skipped."""
+        limit = self.settings.max_consecutive_skips
+        return bool(limit) and sum(self.progress.consecutive_skips.values()) >= limit
 
     def _checkpoint(self) -> None:
         p = self.progress
@@ -404,7 +428,7 @@ class _Run:
             solved=p.solved_at_update is not None, solved_at_env_steps=p.solved_at_env_steps,
             solved_at_wall_s=None if p.solved_at_wall_s is None else round(p.solved_at_wall_s, 4),
             threshold=self.threshold, logdir=s.logdir, resumed_from=self.resumed_from,
-            skipped_updates=p.skipped_updates)
+            skipped_updates=p.skipped_updates, skipped_by_reason=dict(p.skipped_by_reason))
 
     def close(self) -> None:
         if self.log is not None:

@@ -16,6 +16,7 @@ import time
 from pgcommon.baselines import EPISODIC
 from pgcommon.config import BASELINES, DTYPES, OPTIMIZERS, ReinforceConfig
 from pgtwin.defaults import for_episodic_baseline
+from pgtwin.skipped_updates import MAX_CONSECUTIVE_SKIPS
 from pgtwin.twins import IMPLS
 
 HELP = "train one twin on one env (progress bar, TensorBoard, CSV, PNG, checkpoints)"
@@ -138,6 +139,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="updates between checkpoints (0: none)")
     p.add_argument("--keep-checkpoints", type=positive_int, default=None,
                    help="complete checkpoints kept (default 2)")
+    p.add_argument("--max-consecutive-skips", type=non_negative_int, default=None, metavar="K",
+                   help="stop with an error after K skipped updates in a row (non-finite loss "
+                        f"or gradient, no complete episode; default {MAX_CONSECUTIVE_SKIPS}, "
+                        "0: never)")
     p.add_argument("--deterministic", action="store_true",
                    help="deterministic TF ops and exact env checkpoints (bit-exact resume)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -261,6 +266,8 @@ def settings_from_args(args, parser):
             stop_at_threshold=False if args.no_stop else (base.stop_at_threshold if saved else True),
             solve_window=args.solve_window or base.solve_window,
             deterministic=args.deterministic or base.deterministic,
+            max_consecutive_skips=(base.max_consecutive_skips if args.max_consecutive_skips is None
+                                   else args.max_consecutive_skips),
             progress=args.progress, tensorboard=args.tensorboard)
     except ValueError as err:
         parser.error(str(err))
@@ -311,7 +318,17 @@ def human_summary(result) -> str:
     elif result.threshold is not None:
         lines.append(f"not solved (threshold {result.threshold:g})")
     if result.skipped_updates:
-        lines.append(f"{result.skipped_updates} updates skipped: their batch held no complete "
-                     "episode (raise --num-steps)")
+        lines.append(skipped_line(result))
     lines.append(f"logs: {result.logdir} (episodes.csv, learning_curve.png, tb/, checkpoints/)")
     return "\n".join(lines)
+
+
+def skipped_line(result) -> str:
+    """How many updates were skipped, and why (``RunResult.skipped_by_reason``)."""
+    from pgtwin.skipped_updates import ADVICE
+
+    why = "; ".join(f"{n} {reason.replace('_', ' ')} ({ADVICE[reason]})"
+                    for reason, n in result.skipped_by_reason.items())
+    untrained = (" - none was applied: the weights are the initial ones"
+                 if result.skipped_updates == result.updates else "")
+    return f"{result.skipped_updates} of {result.updates} updates skipped: {why}{untrained}"
