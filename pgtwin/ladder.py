@@ -2,7 +2,8 @@
 
 The rungs follow TensorFlow's migration guide: same variables -> same outputs on fixed
 weights -> same loss -> same gradients -> same weights after optimizer steps (-> same
-training run). A :class:`ParityReport` holds one :class:`Row` per (rung, item) compared and
+training run), with a rung before them for user code: the same initial-value
+distributions (a row there may be a warning: ok, with a note starting ``WARNING``). A :class:`ParityReport` holds one :class:`Row` per (rung, item) compared and
 names the first rung, and item, where the two part.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-RUNGS = ("variables", "outputs", "loss", "gradients", "weights", "training")
+RUNGS = ("initialisation", "variables", "outputs", "loss", "gradients", "weights", "training")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class ParityReport:
     """Rows in ladder order, with the verdict."""
 
     rows: list[Row] = field(default_factory=list)
+    mapping_table: str = ""
+    """How the TF1 variables were paired with the TF2 ones (user code), printed first."""
 
     @property
     def ok(self) -> bool:
@@ -58,11 +61,19 @@ class ParityReport:
         """Append all rows of ``other``."""
         self.rows.extend(other.rows)
 
+    @property
+    def warnings(self) -> list[Row]:
+        """Rows that passed with a warning (initial values that look different)."""
+        return [r for r in self.rows if r.ok and r.note.startswith("WARNING")]
+
     def summary(self) -> str:
         """One line: all passed, or where the two implementations first part."""
         bad = self.first_failure
         if bad is None:
-            return f"parity OK: {len(self.rows)} comparisons passed"
+            warned = self.warnings
+            return (f"parity OK: {len(self.rows)} comparisons passed"
+                    + (f", {len(warned)} with a warning (first: {warned[0].item}: "
+                       f"{warned[0].note})" if warned else ""))
         where = f" [{bad.context}]" if bad.context else ""
         return (f"parity FAILED at rung '{bad.rung}', item '{bad.item}'{where}: "
                 f"max abs {bad.max_abs:.3g}, max rel {bad.max_rel:.3g}"
@@ -72,23 +83,34 @@ class ParityReport:
         """A fixed-width text table of every row, then the summary line."""
         header = ("context", "rung", "item", "max_abs", "max_rel", "ok")
         lines = [(r.context, r.rung, r.item, f"{r.max_abs:.3e}", f"{r.max_rel:.3e}",
-                  "pass" if r.ok else "FAIL" + (f" ({r.note})" if r.note else ""))
+                  _verdict(r))
                  for r in self.rows]
         widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h)
                   for i, h in enumerate(header)]
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-        out = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+        out = [self.mapping_table, ""] if self.mapping_table else []
+        out += [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
         out += [fmt.format(*line) for line in lines]
         out.append(self.summary())
         return "\n".join(out)
 
     def to_dict(self) -> dict:
         """JSON-ready ``{"ok": bool, "summary": str, "rows": [...]}``."""
-        return {"ok": self.ok, "summary": self.summary(), "rows": [asdict(r) for r in self.rows]}
+        return {"ok": self.ok, "summary": self.summary(), "mapping": self.mapping_table,
+                "rows": [asdict(r) for r in self.rows]}
 
     def to_json(self) -> str:
         """:meth:`to_dict` as a JSON string."""
         return json.dumps(self.to_dict())
+
+
+def _verdict(row: Row) -> str:
+    """``pass``, ``warn (...)``, ``pass (note)`` or ``FAIL (note)`` for the table."""
+    if not row.ok:
+        return "FAIL" + (f" ({row.note})" if row.note else "")
+    if row.note.startswith("WARNING"):
+        return f"warn ({row.note[len('WARNING '):]})"
+    return "pass" + (f" ({row.note})" if row.note else "")
 
 
 def errors(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:

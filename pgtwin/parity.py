@@ -42,24 +42,17 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pgcommon.errors import DisconnectedGradientError
+from pgtwin.code_checks import eager_guard, require_eager
+from pgtwin.code_parity import compare_programs, is_program_pair
 from pgtwin.ladder import ParityReport, Row, compare_arrays
-from pgtwin.optimizer_pairs import hyperparameter_rows, optimizer_factories, rounding_hint
+from pgtwin.optimizer_config import keras_optimizer, optimizer_rows, tf1_optimizer
+from pgtwin.optimizer_pairs import optimizer_factories, rounding_hint
+from pgtwin.parity_rows import DEFAULT_TOLERANCES, gradient_rows, output_rows, tolerances
+from pgtwin.programs import TF1Program, TF2Program
+from pgtwin.tf1_side import cast_feed, tf1_variables
+from pgtwin.variable_mapping import kind
 
 tf1 = tf.compat.v1
-
-#: Default ``(rtol, atol)`` by the variables' dtype and rung (``None``: every other rung).
-#: float32: graph and eager run the same kernels, but Grappler may fuse ops (matmul + bias
-#: + tanh) and change the last bits: measured on examples/ (batch 16 to 2048) up to 5e-7
-#: abs on the logits and 3e-8 on the gradients. Adam then amplifies those last bits on
-#: elements whose gradient is near epsilon (the step g / (|g| + eps) is steepest there):
-#: up to 1.2e-5 abs after 5 steps at lr 1e-2, hence the weights rung's atol of 1e-4, which
-#: still sees Keras' epsilon 1e-7 vs TF1's 1e-8 (5e-3 there). float64 is the exact check:
-#: the matched optimizers agree to ~1e-15.
-DEFAULT_TOLERANCES = {
-    "float32": {None: (1e-5, 1e-6), "weights": (1e-5, 1e-4)},
-    "float64": {None: (1e-10, 1e-12)},
-}
 
 _UNKNOWN = re.compile(r"eager_fn asked for variable '([^']+)'")
 
@@ -144,10 +137,10 @@ def _results(value: Any, side: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------- compare
 def compare(
-    legacy_build: LegacyBuild,
-    eager_fn: EagerFn,
-    weights: Mapping[str, np.ndarray],
-    inputs: Mapping[str, np.ndarray],
+    legacy_build: LegacyBuild | TF1Program,
+    eager_fn: EagerFn | TF2Program,
+    weights: Mapping[str, np.ndarray] | None = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
     steps: int = 3,
     optimizer: Any = ("adam", {}),
     name_map: Mapping[str, str] | None = None,
@@ -155,8 +148,16 @@ def compare(
     atol: float | None = None,
     dtype: str | None = None,
     context: str = "",
+    input_dtypes: Mapping[str, str] | None = None,
+    **program_options: Any,
 ) -> ParityReport:
     """Climb the parity ladder between a TF1 loss builder and its TF2 migration.
+
+    Given a :class:`~pgtwin.programs.TF1Program` and a :class:`~pgtwin.programs.TF2Program`
+    (the user's code as written), this is
+    :func:`pgtwin.code_parity.compare_programs`: ``compare(tf1, tf2, batch, steps=3)``,
+    the third argument then being the inputs (or ``inputs=batch, weights=...``), and
+    ``init=`` its option. Otherwise it is the function contract of the module docstring:
 
     Args:
       legacy_build: builds the TF1 loss from placeholders (see the module docstring).
@@ -176,6 +177,9 @@ def compare(
       dtype: ``float32``/``float64`` to cast the float weights and inputs to (None: as given;
         the TF1 variables must be created in the matching dtype, e.g. from ``obs.dtype``).
       context: a label put in every row (e.g. the test's name).
+      input_dtypes: ``{input key: dtype}`` for the placeholders the harness makes (what the
+        old code declared, e.g. ``{"actions": "int32", "returns": "float32"}``); the arrays
+        are cast as ``feed_dict`` casts. Unlisted keys: the array's dtype (after ``dtype``).
 
     Returns:
       A :class:`pgtwin.ladder.ParityReport`; ``report.first_failure`` names the first rung
@@ -183,6 +187,16 @@ def compare(
       misshapen weights, a name ``eager_fn`` asks for that nothing maps to) the report
       stops at the variables rung.
     """
+    if is_program_pair(legacy_build, eager_fn):
+        batch, start = (inputs, weights) if inputs is not None else (weights, None)
+        return compare_programs(legacy_build, eager_fn, batch, steps=steps, name_map=name_map,
+                                weights=start, rtol=rtol, atol=atol, context=context,
+                                optimizer=None if optimizer == ("adam", {}) else optimizer,
+                                **program_options)
+    if program_options:
+        raise TypeError(f"compare: {sorted(program_options)} are options of TF1Program/"
+                        "TF2Program comparisons only")
+    require_eager("compare")
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"compare: steps must be an int >= 0, got {steps!r}")
     if dtype is not None and dtype not in DEFAULT_TOLERANCES:
@@ -192,12 +206,12 @@ def compare(
     weights = None if weights is None else _check_weights_dict(weights, dtype)
     report = ParityReport()
 
-    legacy = _LegacySide(legacy_build, inputs)
+    legacy = _LegacySide(legacy_build, inputs, input_dtypes or {})
     try:
         var_dtype = legacy.dtype()
         ctx = ", ".join(x for x in (context, var_dtype) if x)
         tol = {rung: (rtol if rtol is not None else r, atol if atol is not None else a)
-               for rung, (r, a) in _tolerances(var_dtype).items()}
+               for rung, (r, a) in tolerances(var_dtype).items()}
 
         if weights is None:  # the TF1 initializers' values
             weights = legacy.values()
@@ -212,20 +226,27 @@ def compare(
             eager_names[n]: tf.Variable(loaded[n], name=eager_names[n]) for n in legacy.shapes})
 
         legacy_out = legacy.run()
+        legacy_grads = legacy.gradients()
         eager_out = eager.run()
-        report.rows.extend(_variable_rows(legacy, eager, eager_names, eager_out is None, ctx))
+        report.rows.extend(_variable_rows(legacy, eager, eager_names, eager_out is None,
+                                          legacy_grads, ctx))
         if eager_out is None:  # eager_fn asked for a variable that does not exist
             return report
-        report.rows.extend(_output_rows(legacy_out, eager_out, *tol["outputs"], ctx))
+        report.rows.extend(output_rows(legacy_out, eager_out, *tol["outputs"], ctx))
         report.add(compare_arrays("loss", "loss", legacy_out["loss"], eager_out["loss"],
                                   *tol["loss"], ctx))
-        report.rows.extend(_gradient_rows(legacy.gradients(), eager.gradients(), eager_names,
-                                          *tol["gradients"], ctx))
+        eager_grads = eager.gradients()
+        report.rows.extend(gradient_rows(legacy_grads, {old: eager_grads[new] for old, new
+                                                        in eager_names.items()},
+                                         *tol["gradients"], ctx))
         if steps:
             make_tf1, make_keras = optimizer_factories(optimizer, var_dtype)
             tf1_opt = legacy.set_optimizer(make_tf1)
             keras_opt = eager.set_optimizer(make_keras)
-            report.rows.extend(hyperparameter_rows(tf1_opt, keras_opt, legacy.session, ctx))
+            report.rows.extend(optimizer_rows(
+                *tf1_optimizer(legacy.train_op, legacy.session, legacy.feed),
+                *keras_optimizer(keras_opt), (type(tf1_opt).__name__, type(keras_opt).__name__),
+                ctx))
             # Only a drift that nothing earlier explains gets the float32-rounding hint.
             hint = rounding_hint(tf1_opt, var_dtype) if report.ok else ""
             report.rows.extend(_weight_rows(legacy, eager, eager_names, steps, *tol["weights"],
@@ -233,12 +254,6 @@ def compare(
     finally:
         legacy.close()
     return report
-
-
-def _tolerances(dtype: str) -> dict[str, tuple[float, float]]:
-    """``{rung: (rtol, atol)}`` for the numeric rungs, from ``DEFAULT_TOLERANCES``."""
-    table = DEFAULT_TOLERANCES[dtype]
-    return {rung: table.get(rung, table[None]) for rung in ("outputs", "loss", "gradients", "weights")}
 
 
 def assert_parity(*args, **kwargs) -> ParityReport:
@@ -257,14 +272,28 @@ def assert_parity(*args, **kwargs) -> ParityReport:
 class _LegacySide:
     """The TF1 graph: placeholders, the user's loss, ``tf.gradients``, one Session."""
 
-    def __init__(self, build: LegacyBuild, inputs: dict[str, np.ndarray]):
+    def __init__(self, build: LegacyBuild, inputs: dict[str, np.ndarray],
+                 input_dtypes: Mapping[str, str]):
         self.graph = tf.Graph()
-        with self.graph.as_default():
+        with self.graph.as_default(), tf1_variables(), eager_guard():
             self.placeholders = {
-                key: tf1.placeholder(tf.as_dtype(a.dtype), [None, *a.shape[1:]] if a.ndim else [],
+                key: tf1.placeholder(tf.as_dtype(input_dtypes.get(key, a.dtype)),
+                                     [None, *a.shape[1:]] if a.ndim else [],
                                      name=_placeholder_name(key))
                 for key, a in inputs.items()}
-            self.fetches = _results(build(dict(self.placeholders)), "legacy_build")
+            try:
+                built = build(dict(self.placeholders))
+            except (TypeError, ValueError) as err:
+                if "type" not in str(err):
+                    raise
+                declared = {k: p.dtype.name for k, p in self.placeholders.items()}
+                raise TypeError(
+                    f"legacy_build failed on the harness's placeholders, whose dtypes come "
+                    f"from the inputs {declared}: {err}. Declare the dtypes your TF1 code "
+                    "gave its placeholders with input_dtypes={'returns': 'float32', ...} "
+                    "(the arrays are cast as feed_dict casts them), or hand over your own "
+                    "placeholders with pgtwin.programs.TF1Program") from err
+            self.fetches = _results(built, "legacy_build")
             for key, t in self.fetches.items():
                 if not isinstance(t, tf.Tensor) or t.graph is not self.graph:
                     raise ValueError(f"compare: legacy_build's {key!r} is not a tensor of its "
@@ -282,7 +311,8 @@ class _LegacySide:
         self.shapes = {n: tuple(v.shape.as_list()) for n, v in self.variables.items()}
         self.session = tf1.Session(graph=self.graph)
         self.session.run(self._init)
-        self.feed = {self.placeholders[k]: a for k, a in inputs.items()}
+        self.feed = {self.placeholders[k]: cast_feed(k, a, self.placeholders[k])
+                     for k, a in inputs.items()}
         self.train_op = None
 
     def dtype(self) -> str:
@@ -428,9 +458,21 @@ def _name_map_rows(shapes: dict[str, tuple], name_map: dict[str, str], ctx: str)
 
 
 def _variable_rows(legacy: _LegacySide, eager: _EagerSide, eager_names: dict[str, str],
-                   aborted: bool, ctx: str) -> list[Row]:
-    """One row per TF1 variable (its TF2 name, whether eager_fn read it), then the strays."""
+                   aborted: bool, legacy_grads: Mapping[str, Any], ctx: str) -> list[Row]:
+    """Causes first (variables eager_fn made itself), then one row per TF1 variable.
+
+    A TF1 variable the TF1 loss does not reach (no gradient) and ``eager_fn`` does not
+    read (the critic of an actor-critic built in the same graph) is "not compared".
+    """
     rows = []
+    ours = {id(v) for v in eager.variables.values()}
+    strays = [v for v in eager.watched if id(v) not in ours]
+    for v in strays:
+        rows.append(Row("variables", v.name.split(":")[0], float("inf"), float("inf"), False,
+                        "eager_fn used a variable the harness did not create (a Keras model on "
+                        "its own variables?): it keeps its own initial value, not `weights`. "
+                        "Read the variables from `variables`, or hand over the model itself "
+                        "with pgtwin.programs.TF2Program", ctx))
     read = {id(v) for v in eager.watched}
     unread = [n for n in legacy.variables if id(eager.variables[eager_names[n]]) not in read]
     identity = [n for n in legacy.variables if eager_names[n] == n]
@@ -443,65 +485,33 @@ def _variable_rows(legacy: _LegacySide, eager: _EagerSide, eager_names: dict[str
         row = compare_arrays("variables", item, values[name], eager.variables[new].numpy(),
                              0.0, 0.0, ctx)
         if row.ok and name in unread and not aborted:
-            row = Row("variables", item, row.max_abs, row.max_rel, False,
-                      f"eager_fn never read {new!r}: a name it does not use? " + unmapped_note, ctx)
+            if legacy_grads.get(name) is None:
+                row = Row("variables", item, 0.0, 0.0, True,
+                          "not compared: neither loss reads it", ctx)
+            elif strays:
+                row = Row("variables", item, row.max_abs, row.max_rel, False,
+                          f"eager_fn never read {new!r}, because it used variables of its own "
+                          "(rows above)", ctx)
+            else:
+                row = Row("variables", item, row.max_abs, row.max_rel, False,
+                          f"eager_fn never read {new!r}: a name it does not use? "
+                          + unmapped_note, ctx)
         rows.append(row)
+    shapes = legacy.shapes
     for name in dict.fromkeys(eager.recording.unknown):
-        close = difflib.get_close_matches(name, unread or list(legacy.variables), n=1)
+        same_kind = [n for n in (unread or list(legacy.variables)) if kind(n) == kind(name)]
+        close = difflib.get_close_matches(name, same_kind, n=1, cutoff=0.0)
+        if close:
+            advice = f"map {close[0]!r} {shapes[close[0]]} to it in name_map? "
+        elif kind(name) == "bias":
+            advice = ("no TF1 bias is left to map to it: if the TF1 layer has no bias, the "
+                      "migration's layer should not have one either (use_bias=False). ")
+        else:
+            advice = ""
         rows.append(Row("variables", name, float("inf"), float("inf"), False,
                         "eager_fn asked for it but no TF1 variable is named or mapped so; "
-                        + (f"map {close[0]!r} to it in name_map? " if close else "")
-                        + unmapped_note, ctx))
-    ours = {id(v) for v in eager.variables.values()}
-    for v in eager.watched:
-        if id(v) not in ours:
-            rows.append(Row("variables", v.name.split(":")[0], float("inf"), float("inf"), False,
-                            "eager_fn used a variable the harness did not create: it keeps its "
-                            "own initial value, not `weights` (take it from `variables`)", ctx))
+                        + advice + unmapped_note, ctx))
     return rows
-
-
-def _output_rows(a: dict[str, np.ndarray], b: dict[str, np.ndarray], rtol: float,
-                 atol: float, ctx: str) -> list[Row]:
-    rows = []
-    for key in dict.fromkeys([*a, *b]):
-        if key == "loss":
-            continue
-        if key not in a or key not in b:
-            side = "legacy_build" if key in a else "eager_fn"
-            rows.append(Row("outputs", key, float("inf"), float("inf"), False,
-                            f"only {side} returns it", ctx))
-        else:
-            rows.append(compare_arrays("outputs", key, a[key], b[key], rtol, atol, ctx))
-    return rows
-
-
-def _gradient_rows(a: dict[str, np.ndarray | None], b: dict[str, np.ndarray | None],
-                   eager_names: dict[str, str], rtol: float, atol: float, ctx: str) -> list[Row]:
-    """Per variable; None on one side fails with DisconnectedGradientError's meaning."""
-    rows = []
-    b = {old: b[new] for old, new in eager_names.items()}
-    for side, mine, other in (("eager", b, a), ("TF1", a, b)):
-        missing = [n for n in a if mine[n] is None and other[n] is not None]
-        if missing:
-            # The same diagnosis the twins raise; here it becomes a failing row per variable.
-            err = DisconnectedGradientError(missing, what=f"the {side} loss")
-            rows.extend(Row("gradients", n, float("inf"), float("inf"), False,
-                            f"{type(err).__name__} on the {side} side: gradient None, the loss "
-                            "does not reach this variable (built from numpy values such as "
-                            "log-probs stored during the rollout? a stop_gradient?)", ctx)
-                        for n in missing)
-    failed = {r.item for r in rows}
-    for name in a:
-        if name in failed:
-            continue
-        if a[name] is None and b[name] is None:
-            rows.append(Row("gradients", name, 0.0, 0.0, True,
-                            "no gradient on either side (not in the loss)", ctx))
-        else:
-            rows.append(compare_arrays("gradients", name, a[name], b[name], rtol, atol, ctx))
-    order = list(a)
-    return sorted(rows, key=lambda r: order.index(r.item))
 
 
 def _weight_rows(legacy: _LegacySide, eager: _EagerSide, eager_names: dict[str, str],

@@ -39,8 +39,9 @@ class TF1Program:
       build: zero-argument callable that builds the user's object (placeholders, variables,
         loss, optimizer, ``Session``): the class itself, ``lambda: Agent(4, 2)``, or
         :meth:`from_script`'s runner. It runs with the harness's graph as the default graph
-        and, unless ``resource_variables``, TF1's ref variables (so ``global_step`` is an
-        integer variable as ``get_global_step`` expects).
+        and TF1's variable semantics where old code needs them
+        (:func:`pgtwin.tf1_side.tf1_variables`: ``get_global_step`` finds a
+        ``tf.Variable(0, name="global_step")``).
       feeds: ``{batch key: placeholder ref}``; each numpy input is cast to the
         placeholder's declared dtype, as ``feed_dict`` does.
       loss: ref of the scalar loss.
@@ -49,7 +50,9 @@ class TF1Program:
         runs it. None: no TF1 optimizer step unless ``compare``'s ``optimizer`` restates one.
       var_list: refs of the variables to compare; None: the trainable variables the loss
         depends on (the rest are listed as "not compared").
-      resource_variables: build with resource variables (TF2's kind) instead of TF1's refs.
+      ref_variables: build with TF1's ref variables instead of resource ones, for code
+        that needs refs; their reads race with the ``train_op``'s in-place updates, so the
+        weights rung is not exact then.
     """
 
     build: Callable[[], Any]
@@ -58,7 +61,7 @@ class TF1Program:
     outputs: Mapping[str, Ref] = field(default_factory=dict)
     train_op: Ref | None = None
     var_list: Sequence[Ref] | None = None
-    resource_variables: bool = False
+    ref_variables: bool = False
 
     @classmethod
     def from_script(cls, path: str | os.PathLike, **fields: Any) -> "TF1Program":
