@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
 import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
@@ -59,6 +60,8 @@ class ClusterShape:
     """Processes (one per host, usually)."""
     num_replicas: int
     """Replicas over all workers (each owns ``num_envs`` envs)."""
+    cpu_replicas: int | None = None
+    """Logical CPU devices per worker (``--cpu-replicas``); None: the real devices."""
 
 
 def cluster_path(logdir: str) -> str:
@@ -91,11 +94,13 @@ def _stderr(message: str) -> None:
 
 def train_under_strategy(settings: RunSettings, strategy, strategy_name: str,
                          resume: bool = False, collection: str = "parallel",
+                         cpu_replicas: int | None = None,
                          say: Callable[[str], None] = _stderr) -> RunResult:
     """Run (or continue) a training run of the eager twin under ``strategy``.
 
     Every worker calls this with the same settings. ``settings.config.num_envs`` is per
     replica; the global batch is ``num_replicas * num_envs * num_steps`` steps.
+    ``cpu_replicas``: what ``strategy`` was made with (recorded, so a resume matches).
 
     Raises:
       TrainingError: as ``pgtwin.training_run.train`` (no checkpoint to resume, a logdir
@@ -119,7 +124,7 @@ def train_under_strategy(settings: RunSettings, strategy, strategy_name: str,
     envs = [make_vec_env(settings.env_id, config.num_envs,
                          replica_env_seed(settings.seed, r, config.num_envs), settings.history)
             for r in agent.replica_ids]
-    run = _DistributedRun(settings, strategy_name, agent, envs, say)
+    run = _DistributedRun(settings, strategy_name, cpu_replicas, agent, envs, say)
     try:
         if resume:
             run.resume()
@@ -168,14 +173,15 @@ class _DistributedRun:
     """One worker's segment of a distributed run (what :func:`train_under_strategy` threads
     through the loop)."""
 
-    def __init__(self, settings: RunSettings, strategy_name: str, agent, envs: list, say):
+    def __init__(self, settings: RunSettings, strategy_name: str, cpu_replicas: int | None,
+                 agent, envs: list, say):
         self.settings, self.agent, self.envs, self.say = settings, agent, envs, say
         self.paths = run_paths(settings.logdir)
         per_worker = len(agent.replica_ids)
         self.worker = agent.replica_ids[0] // per_worker
         self.chief = self.worker == 0
         self.shape = ClusterShape(strategy_name, agent.num_replicas // per_worker,
-                                  agent.num_replicas)
+                                  agent.num_replicas, cpu_replicas)
         self.workers = [r // per_worker for r in range(agent.num_replicas)]
         self.rngs = [replica_rng(settings.seed, r) for r in agent.replica_ids]
         self.states: list = [None] * len(envs)
@@ -257,11 +263,11 @@ class _DistributedRun:
                 f"no checkpoint in {root} is complete on all {self.shape.num_workers} "
                 f"worker(s) (worker {self.worker} has {sorted(good) or 'none'})")
         for newer in sorted(u for u in good if u > update):
-            path = good[newer].path
-            self.say(f"worker {self.worker}: {path} is not complete on every worker; moved "
-                     f"it to {checkpoints.set_aside(path)}")
-        if max(good) > update or len(good) < len(set(good)):
-            pass
+            # Written here but not by every worker before the failure: the resumed run
+            # writes that update again.
+            shutil.rmtree(good[newer].path)
+            self.say(f"worker {self.worker}: removed {good[newer].path}, which is not "
+                     "complete on every worker")
         mine = good[update]
         chief_shard = checkpoints.checkpoint_path(checkpoint_shards.shard_root(root, 0), update)
         problem = None
@@ -335,15 +341,14 @@ class _DistributedRun:
     def _lost(self, err: BaseException) -> worker_health.WorkerLostError:
         lost = worker_health.lost_worker(err, self.worker)
         who = f"worker {lost}" if lost is not None else "a worker"
-        last = (f"the newest checkpoint complete on every worker is update {self.last_checkpoint}"
-                if self.last_checkpoint is not None else "no checkpoint is complete yet")
+        last = (f"The newest checkpoint complete on every worker is update {self.last_checkpoint}"
+                if self.last_checkpoint is not None else "No checkpoint is complete yet")
         detail = str(err).strip().splitlines()
         reason = next((line for line in detail if "task" in line), detail[0] if detail else "")
         return worker_health.WorkerLostError(
             f"{who} of {self.shape.num_workers} was lost during update {self.progress.update + 1} "
             f"({type(err).__name__}: {reason.strip()[:300]}); worker {self.worker} stops. "
-            f"{last[0].upper()}{last[1:]}; to continue, "
-            f"{resume_command(self.settings.logdir, self.shape)}", lost)
+            f"{last}; to continue, {resume_command(self.settings.logdir, self.shape)}", lost)
 
     def _record(self, it, wall: float) -> None:
         from eager import collectives

@@ -37,7 +37,8 @@ from pgcommon.specs import spec_for_env
 STRATEGIES = ("mirrored", "multi-worker")
 
 
-def make_strategy(name: str, cpu_replicas: int | None = None, devices: Sequence[str] | None = None):
+def make_strategy(name: str, cpu_replicas: int | None = None, devices: Sequence[str] | None = None,
+                  worker_timeout: float | None = None):
     """A ``tf.distribute`` strategy by name.
 
     Args:
@@ -47,6 +48,8 @@ def make_strategy(name: str, cpu_replicas: int | None = None, devices: Sequence[
         each (for machines without accelerators, and for tests). Must run before anything
         else initialises TensorFlow's devices.
       devices: explicit device names for ``mirrored`` (default: every GPU, else the CPU).
+      worker_timeout: ``multi-worker`` only: seconds after which a lost or stuck peer ends
+        this worker's collectives (``pgtwin.worker_health``); None: TF's defaults.
 
     Raises:
       ValueError: unknown ``name``, a bad ``cpu_replicas``, ``multi-worker`` without a
@@ -75,7 +78,13 @@ def make_strategy(name: str, cpu_replicas: int | None = None, devices: Sequence[
             devices = [f"/cpu:{i}" for i in range(int(cpu_replicas))]
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices)
-    return tf.distribute.MultiWorkerMirroredStrategy()
+    if worker_timeout is None:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    from pgtwin import worker_health
+
+    worker_health.configure(worker_timeout)
+    return tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=worker_health.communication_options(worker_timeout))
 
 
 def check_tf_config(raw: str | None) -> dict[str, Any]:
@@ -288,43 +297,69 @@ def train_distributed(
     return result
 
 
+DEFAULT_WORKER_TIMEOUT = 60.0
+"""Seconds after which a lost worker ends the others (``--worker-timeout``)."""
+
+
 def run_train_command(args, parser, settings, resume: bool) -> int:
     """``pgtwin train --strategy mirrored|multi-worker``: the eager twin under ``tf.distribute``.
 
     Takes the env, hyperparameters, seed, torso and env-step budget from ``settings`` (a
     ``pgtwin.training_run.RunSettings``, already resolved from the arguments and per-env
-    defaults); ``config.num_envs`` is per replica. Trains for the budget (rounded up to whole
-    updates of the global batch) and prints a summary, JSON with ``--json``. Checkpoints,
-    ``--resume``, TensorBoard and threshold stopping are the single-process ``train``'s;
-    they are refused or not written here.
+    defaults); ``config.num_envs`` is per replica. Runs ``pgtwin.distributed_run`` (the
+    single-process run's files, sharded checkpoints, ``--resume``); a resumed run takes
+    its strategy from the run's ``cluster.json`` unless given. Exit status 1 with a message
+    (and the ``--resume`` command) when a worker is lost or the run cannot go on.
     """
-    if not getattr(args, "strategy", None):
+    from pgtwin import distributed_run
+    from pgtwin.training_run import TrainingError
+    from pgtwin.worker_health import WorkerLostError
+
+    strategy_name = getattr(args, "strategy", None)
+    cpu_replicas = getattr(args, "cpu_replicas", None)
+    if resume and distributed_run.is_distributed_run(settings.logdir):
+        saved = distributed_run.read_cluster(settings.logdir)
+        if strategy_name not in (None, saved.strategy):
+            parser.error(f"--resume: {settings.logdir} was trained with --strategy "
+                         f"{saved.strategy}, not {strategy_name}")
+        strategy_name = saved.strategy
+        cpu_replicas = saved.cpu_replicas if cpu_replicas is None else cpu_replicas
+    elif resume:
+        parser.error(f"--resume --strategy: {settings.logdir} holds no distributed run (no "
+                     f"{distributed_run.CLUSTER}); resume it without --strategy")
+    if not strategy_name:
         parser.error("--cpu-replicas needs --strategy mirrored or multi-worker")
-    if resume:
-        parser.error("--resume is not supported with --strategy (no distributed checkpoints)")
     if settings.impl != "eager":
         parser.error(f"--strategy needs --impl eager (tf.distribute trains the eager twin), "
                      f"got --impl {settings.impl}")
-    if settings.env_module:
-        importlib.import_module(settings.env_module)
+    if strategy_name == "multi-worker" and not resume and args.logdir is None:
+        parser.error("--strategy multi-worker needs --logdir (the same directory, on a "
+                     "filesystem every worker sees, for every worker)")
+    timeout = getattr(args, "worker_timeout", None) or DEFAULT_WORKER_TIMEOUT
     try:
-        strategy = make_strategy(args.strategy, cpu_replicas=getattr(args, "cpu_replicas", None))
-        global_batch = strategy.num_replicas_in_sync * settings.config.batch_size
-        updates = -(-settings.total_steps // global_batch)
-        result = train_distributed(
-            settings.env_id, strategy, updates, seed=settings.seed, config=settings.config,
-            torso=settings.torso, hidden=settings.hidden, history=settings.history)
+        strategy = make_strategy(strategy_name, cpu_replicas=cpu_replicas,
+                                 worker_timeout=timeout)
+        result = distributed_run.train_under_strategy(
+            settings, strategy, strategy_name, resume=resume,
+            collection=getattr(args, "collection", None) or "parallel",
+            cpu_replicas=cpu_replicas)
+    except (TrainingError, WorkerLostError) as err:
+        print(f"pgtwin train: error: {err}", file=sys.stderr, flush=True)
+        if strategy_name == "multi-worker":
+            # TF's collective runtime may block interpreter shutdown once a peer is gone;
+            # the files are closed and the message is out, so leave now (bounded exit).
+            sys.stdout.flush()
+            os._exit(1)
+        return 1
     except ValueError as err:
         parser.error(str(err))
-    summary = {"env": settings.env_id, "impl": "eager", "strategy": args.strategy,
-               "seed": settings.seed, "env_steps": updates * global_batch, **result.summary()}
+    summary = {**result.summary(), "strategy": strategy_name,
+               "num_replicas": int(strategy.num_replicas_in_sync)}
     if getattr(args, "json", False):
-        print(json.dumps(summary))
+        print(json.dumps(summary), flush=True)
     else:
-        print(f"{settings.env_id} (eager, {args.strategy}, {result.num_replicas} replicas, "
-              f"seed {settings.seed}): {result.updates} updates, {summary['env_steps']} env "
-              f"steps in {result.wall_s:.1f} s; recent mean return (this worker) "
-              f"{summary['recent_mean_return']}")
+        from pgtwin.commands.train import human_summary
+        print(human_summary(result), flush=True)
     return 0
 
 

@@ -10,9 +10,10 @@ When the two losses part, the usual migration mistakes leave fingerprints:
   softmax or softmax-cross-entropy op is found in its graph, and the Session is asked
   for the loss with that op's output replaced (a Session can feed any tensor) by:
   ``log_softmax(softmax(z))`` (a softmax applied twice: a ``softmax`` activation on the
-  last layer and a loss that takes logits), or ``log(clip(z / sum z))`` (Keras'
-  ``from_logits=False``, its default, given logits). A TF2 loss equal to one of those
-  names the mistake.
+  last layer and a loss that takes logits), or what Keras' crossentropies make of logits
+  with ``from_logits=False``, their default (sparse: ``log(clip(z) / sum clip(z))``;
+  categorical: ``log(clip(z / sum z))``). A TF2 loss equal to one of those names the
+  mistake.
 """
 from __future__ import annotations
 
@@ -53,15 +54,24 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
-def _probabilities_from_logits_false(z: np.ndarray) -> np.ndarray:
-    """What Keras' crossentropy with ``from_logits=False`` takes as probabilities of ``z``."""
-    p = z / z.sum(axis=-1, keepdims=True)
-    return np.clip(p, _EPS, 1 - _EPS)
+def _sparse_from_logits_false(z: np.ndarray) -> np.ndarray:
+    """Log-probs Keras' *sparse* crossentropy makes of ``z`` with ``from_logits=False``.
+
+    Keras 3 and tf_keras clip to ``[eps, 1 - eps]``, take the log and hand that to
+    ``sparse_softmax_cross_entropy_with_logits``: ``log(clip(z) / sum clip(z))``.
+    """
+    return _log_softmax(np.log(np.clip(z, _EPS, 1 - _EPS)))
+
+
+def _categorical_from_logits_false(z: np.ndarray) -> np.ndarray:
+    """Log-probs Keras' categorical crossentropy makes of ``z``: ``log(clip(z / sum z))``."""
+    return np.log(np.clip(z / z.sum(axis=-1, keepdims=True), _EPS, 1 - _EPS))
 
 
 _MISTAKES = {
     "double softmax": lambda z: _log_softmax(np.exp(_log_softmax(z))),
-    "from_logits": lambda z: np.log(_probabilities_from_logits_false(z)),
+    "from_logits": _sparse_from_logits_false,
+    "from_logits (categorical)": _categorical_from_logits_false,
 }
 _FIXES = {
     "double softmax": "the TF2 loss equals TF1's with a softmax applied twice: the model "
@@ -96,7 +106,7 @@ def softmax_hint(tf1: TF1Side, tf2_loss: float, rtol: float) -> str:
             except (tf.errors.OpError, ValueError):
                 continue
             if _close(value, tf2_loss, rtol):
-                return _FIXES[mistake]
+                return _FIXES[mistake.split(" (")[0]]
     return ""
 
 

@@ -42,8 +42,22 @@ def output_rows(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray], rtol: 
             rows.append(Row("outputs", key, float("inf"), float("inf"), False,
                             f"only {side} returns it", ctx))
         else:
-            rows.append(compare_arrays("outputs", key, a[key], b[key], rtol, atol, ctx))
+            row = compare_arrays("outputs", key, a[key], b[key], rtol, atol, ctx)
+            if not row.ok and _probabilities(b[key]) and not _probabilities(a[key]):
+                row = Row(row.rung, row.item, row.max_abs, row.max_rel, False,
+                          f"{sides[1]}'s {key!r} are probabilities (every row sums to 1), "
+                          f"{sides[0]}'s are not: a softmax activation on the model's last "
+                          "layer? Keep the logits and put the softmax in the loss, as TF1 "
+                          "does", ctx)
+            rows.append(row)
     return rows
+
+
+def _probabilities(x: np.ndarray) -> bool:
+    """True when ``x`` is ``[..., K]`` of rows in [0, 1] summing to 1 (a softmax's output)."""
+    x = np.asarray(x, np.float64)
+    return bool(x.ndim >= 1 and x.shape[-1] > 1 and np.all((x >= 0) & (x <= 1))
+                and np.allclose(x.sum(axis=-1), 1.0, atol=1e-5))
 
 
 def gradient_rows(a: Mapping[str, np.ndarray | None], b: Mapping[str, np.ndarray | None],

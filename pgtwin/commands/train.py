@@ -155,6 +155,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="train the eager twin under tf.distribute (see docs/scaling.md)")
     p.add_argument("--cpu-replicas", type=positive_int, default=None,
                    help="with --strategy: split this process's CPU into N devices, a replica each")
+    p.add_argument("--worker-timeout", type=positive_float, default=None, metavar="SECONDS",
+                   help="with --strategy multi-worker: a lost or stuck worker ends the others "
+                        "within about this time (default 60)")
+    p.add_argument("--collection", choices=("parallel", "sequential"), default=None,
+                   help="with --strategy: the local replicas collect in a thread each "
+                        "(default) or one after another")
     p.set_defaults(run=run, command_parser=p)
     return p
 
@@ -286,7 +292,10 @@ def run(args, parser) -> int:
 
     parser = getattr(args, "command_parser", parser)
     settings, resume = settings_from_args(args, parser)
-    if getattr(args, "strategy", None) or getattr(args, "cpu_replicas", None):
+    from pgtwin.distributed_run import is_distributed_run
+
+    if (getattr(args, "strategy", None) or getattr(args, "cpu_replicas", None)
+            or (resume and is_distributed_run(settings.logdir))):
         from pgtwin.distributed_training import run_train_command
         return run_train_command(args, parser, settings, resume)
     try:
