@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from pgcommon.envs import make_vec_env
+from pgcommon.loop import skip_reason
 from pgcommon.parallel_rollout import ReplicaCollector
 from pgcommon.specs import spec_for_env
 from pgtwin import checkpoint_shards, checkpoints, env_snapshot, run_checkpoint, worker_health
@@ -42,6 +43,7 @@ from pgtwin.distributed_training import (
     iterate_distributed_training, replica_env_seed, replica_rng,
 )
 from pgtwin.episode_log import DISTRIBUTED_COLUMNS, EpisodeLog
+from pgtwin.skipped_updates import first_skip_message, stall_message
 from pgtwin.training_run import (
     RunResult, RunSettings, TrainingError, check_same_settings, import_env_module,
     reward_threshold, run_paths, write_final_files, write_settings,
@@ -323,6 +325,10 @@ class _DistributedRun:
                                                        self.states, p.update, collector):
                     self.states = it.states
                     self._record(it, wall_offset + it.wall_s)                     # log
+                    if self._stalled():
+                        raise TrainingError(stall_message(
+                            p.consecutive_skips, sum(p.consecutive_skips.values()))
+                            + f"; {self._last_complete()}")
                     done = self._done()                                           # stop?
                     if s.checkpoint_every and (done or p.update % s.checkpoint_every == 0):
                         self._checkpoint()                                        # checkpoint
@@ -338,11 +344,19 @@ class _DistributedRun:
             collector.close()
         return self._result()
 
+    def _stalled(self) -> bool:
+        limit = self.settings.max_consecutive_skips
+        return bool(limit) and sum(self.progress.consecutive_skips.values()) >= limit
+
+    def _last_complete(self) -> str:
+        return (f"the newest checkpoint complete on every worker is update {self.last_checkpoint}"
+                if self.last_checkpoint is not None else "no checkpoint is complete yet")
+
     def _lost(self, err: BaseException) -> worker_health.WorkerLostError:
         lost = worker_health.lost_worker(err, self.worker)
         who = f"worker {lost}" if lost is not None else "a worker"
-        last = (f"The newest checkpoint complete on every worker is update {self.last_checkpoint}"
-                if self.last_checkpoint is not None else "No checkpoint is complete yet")
+        last = self._last_complete()
+        last = last[0].upper() + last[1:]
         detail = str(err).strip().splitlines()
         reason = next((line for line in detail if "task" in line), detail[0] if detail else "")
         return worker_health.WorkerLostError(
@@ -364,12 +378,16 @@ class _DistributedRun:
         p.update, p.wall_s = it.update, wall
         p.env_steps = it.update * self.agent.num_replicas * c.num_envs * c.num_steps
         p.episodes += len(rows)
-        if it.metrics.get("episodes") == 0 and not it.metrics.get("applied", True):
+        reason = skip_reason(it.metrics)  # the same verdict on every worker (global metrics)
+        if reason is None:
+            p.consecutive_skips = {}
+        else:
             p.skipped_updates += 1
-            if p.skipped_updates == 1:
-                self.say(f"update {it.update}: no replica's batch holds a complete episode, so "
-                         f"baseline={c.baseline!r} skipped it (raise --num-steps); further "
-                         "skips are counted in the summary (skipped_updates)")
+            p.skipped_by_reason[reason] = p.skipped_by_reason.get(reason, 0) + 1
+            p.consecutive_skips[reason] = p.consecutive_skips.get(reason, 0) + 1
+            if p.skipped_by_reason[reason] == 1:
+                self.say(first_skip_message(reason, it.update, it.metrics, c.num_steps,
+                                            c.baseline, self.settings.max_consecutive_skips))
         mean = float(np.mean(self.recent)) if self.recent else None
         if (p.solved_at_update is None and self.threshold is not None
                 and len(self.recent) == self.settings.solve_window and mean >= self.threshold):
@@ -416,7 +434,7 @@ class _DistributedRun:
             solved=p.solved_at_update is not None, solved_at_env_steps=p.solved_at_env_steps,
             solved_at_wall_s=None if p.solved_at_wall_s is None else round(p.solved_at_wall_s, 4),
             threshold=self.threshold, logdir=s.logdir, resumed_from=self.resumed_from,
-            skipped_updates=p.skipped_updates)
+            skipped_updates=p.skipped_updates, skipped_by_reason=dict(p.skipped_by_reason))
 
     def close(self) -> None:
         if self.log is not None:
