@@ -36,11 +36,8 @@ renamed into place only after that; on any error nothing is left at ``dst``.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,11 +47,14 @@ from eager.agent import ReinforceAgent as EagerAgent
 from legacy_graph.agent import ReinforceAgent as LegacyAgent
 from pgcommon.config import ReinforceConfig
 from pgcommon.specs import PolicySpec, spec_for_env
+from pgtwin.checkpoint_prefix import refuse_existing, staged_prefix
+from pgtwin.keras_adam_state import adam_slots as keras_adam_slots
 from pgtwin.ladder import ParityReport, compare_arrays
 from pgtwin.parity import DEFAULT_TOLERANCES
+from pgtwin.tf1_checkpoint import (  # noqa: F401  (read_tf1_checkpoint: public here too)
+    adam_pair, adam_step_count, power_key, read_tf1_checkpoint, slot_parents)
 
 OPTIMIZER_STATES = ("auto", "convert", "reset")
-_POWER = re.compile(r"(^|/)beta([12])_power(_\d+)?$")
 _DENSE = re.compile(r"^policy/dense_(\d+)/(kernel|bias)$")
 
 
@@ -107,19 +107,6 @@ class Conversion:
 
 
 # ------------------------------------------------------------------- reading
-def read_tf1_checkpoint(src: str) -> dict[str, np.ndarray]:
-    """Every variable of a TF1 checkpoint (a prefix, or a directory with a ``checkpoint`` file)."""
-    try:
-        reader = tf.train.load_checkpoint(src)
-    except (ValueError, tf.errors.NotFoundError, tf.errors.DataLossError) as err:
-        raise ValueError(f"cannot read a checkpoint at {src!r}: {err}") from None
-    names = list(reader.get_variable_to_shape_map())
-    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
-        raise ValueError(f"{src!r} is already a TF2 object-based checkpoint (tf.train.Checkpoint); "
-                         "convert-checkpoint reads TF1 Saver checkpoints")
-    return {name: np.asarray(reader.get_tensor(name)) for name in sorted(names)}
-
-
 def parse_map(items: list[str] | None) -> dict[str, str]:
     """``["OLD=NEW", ...]`` -> ``{OLD: NEW}`` (a trailing ``/`` on both renames a scope)."""
     out = {}
@@ -169,23 +156,20 @@ def split_checkpoint(values: dict[str, np.ndarray], name_map: dict[str, str],
     kept = {n: v for n, v in values.items() if n not in dropped}
     problems = [f"--drop {d!r} matches no variable" for d in drop
                 if not any(_dropped(n, [d]) for n in values)]
-    powers, power_names, slot_of = {}, {}, {}
+    powers, power_names = {}, {}
     for name, value in kept.items():
-        match = _POWER.search(name)
-        if match:
-            power_names.setdefault(f"beta{match.group(2)}", []).append(name)
-            powers[f"beta{match.group(2)}"] = value
-            continue
-        base, _, suffix = name.rpartition("/")
-        if base in kept and kept[base].shape == value.shape and not _POWER.search(base):
-            slot_of[name] = (base, suffix)
+        key = power_key(name)
+        if key:
+            power_names.setdefault(key, []).append(name)
+            powers[key] = value
+    slot_of = slot_parents({n: v.shape for n, v in kept.items()})
     for key, names in power_names.items():
         if len(names) > 1:
             problems.append(f"several {key}_power variables {names} (several Adam optimizers?): "
                             "drop the ones not training the policy")
     policy, renamed, used = {}, {}, set()
     for name, value in kept.items():
-        if name in slot_of or _POWER.search(name):
+        if name in slot_of or power_key(name):
             continue
         new, key = _rename(name, name_map)
         if key is not None:
@@ -275,44 +259,16 @@ def raise_on_mismatch(src: str, expected: dict[str, tuple], shapes: dict[str, tu
 
 
 # ----------------------------------------------------------- optimizer state
-def adam_step_count(beta1_power: float, beta2_power: float, beta1: float, beta2: float) -> int:
-    """Adam's step count t from TF1's accumulators ``beta_i_power = beta_i ** (t + 1)``.
-
-    TF1 keeps the powers in float32 and multiplies by float32-rounded betas, so t is solved
-    with those; each power gives an estimate (float32 error ~6e-8 t relative, so within
-    0.25 of an integer up to t ~ 1e5). A power that has underflowed (t > ~980 for beta1 =
-    0.9) says nothing; if both have, the bias corrections are exactly 1 in float32 and any
-    t past the underflow is equivalent: the first such t is returned.
-    """
-    estimates = []
-    for power, beta in ((beta1_power, beta1), (beta2_power, beta2)):
-        b = float(np.float32(beta))
-        if not 0.0 < b < 1.0 or not power <= 1.0:
-            raise ValueError(f"beta={beta} and beta power {power} are not an Adam state")
-        if power > np.finfo(np.float32).tiny:
-            estimates.append(math.log(power) / math.log(b) - 1.0)
-    if not estimates:
-        return math.ceil(math.log(np.finfo(np.float32).tiny) / math.log(float(np.float32(beta2))))
-    steps = round(estimates[-1])
-    for est in estimates:
-        if abs(est - steps) > 0.25 or steps < 0:
-            raise ValueError(
-                f"beta powers {beta1_power:g}, {beta2_power:g} do not come from one step count "
-                f"with beta1={beta1}, beta2={beta2} (estimates {[round(e, 3) for e in estimates]}): "
-                "were other betas used? (set them with --adam-beta1/--adam-beta2)")
-    return steps
-
-
 def adam_slots(parts: _Parts, spec: PolicySpec, src: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``{canonical name: (m, v)}`` from the slot pairs ``S`` and ``S_1`` of every variable."""
     out, problems = {}, []
     for name in spec.weight_shapes():
         slots = parts.slots.get(name, {})
-        pairs = [s for s in slots if f"{s}_1" in slots]
-        if len(pairs) != 1 or len(slots) != 2:
+        pair = adam_pair(slots)
+        if pair is None:
             problems.append(f"{name}: slots {sorted(slots)} are not one Adam pair (S, S_1)")
         else:
-            out[name] = (slots[pairs[0]], slots[f"{pairs[0]}_1"])
+            out[name] = pair
     if set(parts.powers) != {"beta1", "beta2"}:
         problems.append(f"beta powers: found {sorted(parts.powers)}, need beta1 and beta2")
     if problems:
@@ -360,10 +316,7 @@ def convert_checkpoint(
     if optimizer_state not in OPTIMIZER_STATES:
         raise ValueError(f"optimizer_state={optimizer_state!r} is not one of {OPTIMIZER_STATES}")
     dst = os.path.abspath(dst)
-    out_dir, base = os.path.dirname(dst), os.path.basename(dst)
-    existing = _checkpoint_files(out_dir, base)
-    if existing and not overwrite:
-        raise FileExistsError(f"{dst} exists ({existing}); pass overwrite (--overwrite) to replace it")
+    refuse_existing(dst, overwrite)
 
     parts = split_checkpoint(read_tf1_checkpoint(src), dict(name_map or {}), list(drop or []))
     if parts.problems:
@@ -387,17 +340,12 @@ def convert_checkpoint(
     weights = {n: parts.policy[n] for n in spec.weight_shapes()}
     eager = EagerAgent(spec, config, weights=weights)
     _load_keras_state(eager, slots, steps)
-    os.makedirs(out_dir, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{base}-", dir=out_dir)
-    try:
-        written = eager.save(os.path.join(tmp, base))
+    with staged_prefix(dst, overwrite) as staged:
+        written = eager.save(staged)
         report = verify_conversion(written, spec, config, weights, slots, parts.powers, steps,
                                    num_obs, seed)
         if not report.ok:
             raise ConversionVerificationError(report)
-        _move_into_place(tmp, out_dir, base, existing)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return Conversion(dst, spec, config, {o: n for o, n in parts.renamed.items() if n in weights},
                       "adam" if slots else "fresh", steps, dropped, report)
 
@@ -409,32 +357,15 @@ def _state_names(parts: _Parts) -> list[str]:
     return names + [f"{k}_power" for k in parts.powers]
 
 
-def _checkpoint_files(directory: str, base: str) -> list[str]:
-    if not os.path.isdir(directory):
-        return []
-    return sorted(f for f in os.listdir(directory)
-                  if f == f"{base}.index" or f.startswith(f"{base}.data-"))
-
-
-def _move_into_place(tmp: str, out_dir: str, base: str, existing: list[str]) -> None:
-    """Rename the verified files next to ``dst``: data first, the index (what makes it readable) last."""
-    for name in existing:
-        os.remove(os.path.join(out_dir, name))
-    files = sorted(os.listdir(tmp), key=lambda f: f.endswith(".index"))
-    for name in files:
-        os.replace(os.path.join(tmp, name), os.path.join(out_dir, name))
-
-
 def _load_keras_state(agent: EagerAgent, slots, steps: int) -> None:
     """Assign Adam's m, v (by variable) and ``iterations`` to the eager agent's Keras optimizer."""
     if slots is None:
         return
     opt = agent.optimizer
     for name, var in agent.variables.items():
-        index = opt._get_variable_index(var)  # noqa: SLF001  (Keras 3 has no public slot API)
-        m, v = slots[name]
-        opt._momentums[index].assign(m)  # noqa: SLF001
-        opt._velocities[index].assign(v)  # noqa: SLF001
+        m_slot, v_slot = keras_adam_slots(opt, var)
+        m_slot.assign(slots[name][0])
+        v_slot.assign(slots[name][1])
     opt.iterations.assign(steps)
 
 
@@ -475,11 +406,11 @@ def verify_conversion(path: str, spec: PolicySpec, config: ReinforceConfig,
         if slots is not None:
             opt = restored.optimizer
             for name, var in restored.variables.items():
-                index = opt._get_variable_index(var)  # noqa: SLF001
+                m_slot, v_slot = keras_adam_slots(opt, var)
                 report.add(compare_arrays("variables", f"{name}/m", slots[name][0],
-                                          opt._momentums[index].numpy(), 0.0))  # noqa: SLF001
+                                          m_slot.numpy(), 0.0))
                 report.add(compare_arrays("variables", f"{name}/v", slots[name][1],
-                                          opt._velocities[index].numpy(), 0.0))  # noqa: SLF001
+                                          v_slot.numpy(), 0.0))
         report.add(compare_arrays("variables", "optimizer/iterations", np.asarray(steps),
                                   restored.optimizer.iterations.numpy(), 0.0))
         rng = np.random.default_rng(seed)

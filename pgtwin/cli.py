@@ -12,7 +12,7 @@ import sys
 
 from pgtwin import __version__
 
-COMMANDS = ("train", "parity", "bench", "demo", "convert_checkpoint")
+COMMANDS = ("train", "parity", "compare", "bench", "demo", "convert_checkpoint")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -87,10 +87,12 @@ class EpisodeLog:
         os.fsync(self._file.fileno())
 
     def close(self) -> None:
-        """Flush and close."""
+        """Flush and close; the file is closed even when the flush fails (which raises)."""
         if not self._file.closed:
-            self.sync()
-            self._file.close()
+            try:
+                self.sync()
+            finally:
+                self._file.close()
 
 
 def _truncate(path: str, keep: int, columns: tuple[str, ...] = COLUMNS) -> None:

@@ -7,10 +7,13 @@ passes them all and still trains differently from the first step. This rung comp
 model's own initial values are one draw, and
 
 * a constant on either side (zeros, ones) must be the same constant on the other;
-* otherwise a two-sample Kolmogorov-Smirnov test (numpy, asymptotic p-value) compares the
-  pooled values, with mean, std and range shown. A p-value below ``alpha`` (1e-3: a rung
-  tests many variables, and a real change of initialiser gives p ~ 1e-10 or less on any
-  layer of a few hundred weights) marks the row.
+* otherwise two tests on the pooled values, with mean, std and range shown: a two-sample
+  Kolmogorov-Smirnov test (any change of shape or place) and a test of the variance
+  ratio (most initialiser mistakes change the scale; ``log(s2^2 / s1^2)`` is about normal
+  with variance ``(kappa - 1)(1/n1 + 1/n2)``, ``kappa`` the kurtosis of the TF1 draws,
+  1.8 for a uniform and 3 for a normal), which sees a scale change on layers of a few
+  dozen weights. A p-value below ``alpha / 2`` in either (``alpha`` 1e-3: a rung tests
+  many variables) marks the row.
 
 By default a marked row is a warning (initial values are random; the user may have meant
 it); ``init="fail"`` makes it a failure.
@@ -49,6 +52,21 @@ def ks_pvalue(d: float, n: int, m: int) -> float:
     return float(min(max(total, 0.0), 1.0))
 
 
+def variance_ratio_pvalue(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided p-value that samples ``a`` and ``b`` have the same variance.
+
+    ``z = log(var b / var a) / sqrt((kappa - 1)(1/n_a + 1/n_b))`` with ``kappa`` the
+    kurtosis of ``a`` (the delta method: ``Var(log s^2) ~ (kappa - 1) / n``).
+    """
+    a, b = np.ravel(a), np.ravel(b)
+    va, vb = a.var(), b.var()
+    if va == 0 or vb == 0:
+        return 1.0 if va == vb else 0.0
+    kappa = float(np.mean((a - a.mean()) ** 4) / va ** 2)
+    z = math.log(vb / va) / math.sqrt(max(kappa - 1, 1e-3) * (1 / a.size + 1 / b.size))
+    return math.erfc(abs(z) / math.sqrt(2))
+
+
 def _stats(x: np.ndarray) -> str:
     return f"mean {x.mean():.3g} std {x.std():.3g} range [{x.min():.3g}, {x.max():.3g}]"
 
@@ -80,9 +98,11 @@ def initial_value_row(item: str, tf1_draws: np.ndarray, tf2_value: np.ndarray, f
         return _marked("initialisation", item, diff, same, note, fail, context)
     d = ks_statistic(a, b)
     p = ks_pvalue(d, a.size, b.size)
-    same = p >= alpha
+    p_scale = variance_ratio_pvalue(a, b)
+    same = min(p, p_scale) >= alpha / 2
     note = "" if same else (
-        f"initial values come from another distribution (KS D={d:.3f}, p={p:.1e}): "
+        f"initial values come from another distribution (KS D={d:.3f}, p={p:.1e}; "
+        f"std ratio {b.std() / a.std():.3g}, p={p_scale:.1e}): "
         f"TF1 {_stats(a)}, TF2 {_stats(b)}{makers}; give the TF2 layer the TF1 initializer "
         "(kernel_initializer=..., bias_initializer=...)")
     return _marked("initialisation", item, d, same, note, fail, context)

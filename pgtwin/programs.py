@@ -125,7 +125,7 @@ def resolve(obj: Any, ref: Ref, what: str, graph: Any = None) -> Any:
     if found is not _MISSING:
         return found
     if graph is not None:
-        for name in (ref, f"{ref}:0") if ":" not in ref else (ref,):
+        for name in (f"{ref}:0", ref) if ":" not in ref else (ref,):
             try:
                 return graph.as_graph_element(name)
             except (KeyError, ValueError):

@@ -89,7 +89,7 @@ def cast_feed(key: str, value: Any, placeholder: tf.Tensor) -> np.ndarray:
             bad = ~np.isfinite(array) | (array != np.round(array))
             if bad.any():
                 index = tuple(int(i) for i in np.argwhere(bad)[0])
-                raise FeedError(f"{where}: value {array[index]!r} at index {index} is not an "
+                raise FeedError(f"{where}: value {array[index].item()} at index {index} is not an "
                                 f"integer, and casting to {target.name} would change it")
         info = np.iinfo(np_target)
         if array.size and (array.min() < info.min or array.max() > info.max):
@@ -178,6 +178,13 @@ class TF1Side:
             raise ValueError(f"{what}: the inputs and the feeds differ: feeds without an "
                              f"input {missing}, inputs without a feed {extra} (feeds: "
                              f"{sorted(self.placeholders)})")
+        fed = {p.op for p in self.placeholders.values()}
+        unfed = sorted(op.name for op in _ancestors(self.loss)
+                       if op.type == "Placeholder" and op not in fed)
+        if unfed:
+            raise FeedError(f"the TF1 loss needs placeholders {unfed}, which {what}.feeds "
+                            f"does not name (feeds: {sorted(self.placeholders)}): add "
+                            f"feeds={{..., 'KEY': {unfed[0]!r}}} and an input array KEY")
         self.feed = {self.placeholders[k]: cast_feed(k, inputs[k], self.placeholders[k])
                      for k in self.placeholders}
         with g.as_default():

@@ -129,13 +129,16 @@ def _describe(candidates: Sequence[VariableInfo]) -> str:
 
 
 def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
-                  name_map: Mapping[str, str] | None = None) -> VariableMapping:
+                  name_map: Mapping[str, str] | None = None,
+                  ordered: bool = True) -> VariableMapping:
     """Pair every TF1 variable with a TF2 variable (see the module docstring for the rules).
 
     Args:
       tf1: the TF1 variables in creation order.
       tf2: the TF2 variables in the order the TF2 loss first reads them.
       name_map: ``{tf1 name: tf2 name}`` pairs that override the inference.
+      ordered: False when the TF1 order is unknown (a checkpoint's names, sorted): rule 2
+        is skipped, so only shape and name pair them.
 
     Returns:
       A :class:`VariableMapping` whose pairs are in TF1 order; ``problems`` lists each
@@ -177,7 +180,7 @@ def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
     blocks = [b for b in matcher.get_matching_blocks() if b.size]
     # The order is trusted when it pairs at least half of what is left (else a shuffle of
     # equal shapes could pair the wrong ones): then every block counts.
-    if sum(b.size for b in blocks) * 2 >= max(len(rest1), 1):
+    if ordered and sum(b.size for b in blocks) * 2 >= max(len(rest1), 1):
         for b in blocks:
             for k in range(b.size):
                 a, c = rest1[b.a + k], rest2[b.b + k]

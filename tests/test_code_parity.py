@@ -1,0 +1,288 @@
+"""The ladder on user code as written (pgtwin.code_parity): each rung passes and each catches
+the migration mistake it is for, with a message that says what to fix.
+
+The programs are in tests/user_programs.py. Expected numbers are derived in comments: a
+reduce_sum over the batch of 32 is 32x the mean, and so on.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pgtwin.code_parity import compare_programs
+from pgtwin.parity import compare
+from pgtwin.programs import TF1Program, TF2Program
+from tests import user_programs as up
+
+tf1 = tf.compat.v1
+BATCH = up.make_batch()
+
+
+def failing(report):
+    return [r for r in report.rows if not r.ok]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_faithful_migration_passes_every_rung_with_the_users_own_optimizers(dtype):
+    report = compare_programs(up.tf1_program(dtype), up.tf2_program(dtype), BATCH)
+    assert report.ok, report.to_table()
+    rungs = {r.rung for r in report.rows}
+    assert rungs == {"variables", "initialisation", "outputs", "loss", "gradients", "weights"}
+    # Keras numbers its layers per process (sequential_3/dense_6): compare what stays.
+    pairs = [re.sub(r"_\d+", "", r.item) for r in report.rows if r.rung == "weights"][-4:]
+    assert pairs == ["policy/fc1/weights -> sequential/dense/kernel",
+                     "policy/fc1/biases -> sequential/dense/bias",
+                     "policy/out/weights -> sequential/dense/kernel",
+                     "policy/out/biases -> sequential/dense/bias"]
+    assert "step 3/3" in report.rows[-1].context
+    assert "creation order and shape" in report.mapping_table
+    assert not report.warnings
+
+
+def test_the_compare_entry_point_takes_programs_too():
+    report = compare(up.tf1_program(), up.tf2_program(), BATCH, steps=1)
+    assert report.ok, report.to_table()
+
+
+def test_a_critic_in_the_same_graph_is_not_compared_and_not_a_failure():
+    # Regression: the critic (in neither loss) failed the variables rung.
+    report = compare_programs(up.tf1_program(), up.tf2_program(), BATCH, steps=0)
+    row = next(r for r in report.rows if r.item == "TF1 critic/v/weights")
+    assert row.ok and "not compared" in row.note
+
+
+def test_global_step_as_old_notebooks_make_it_is_found_and_incremented():
+    # Regression: TypeError 'Existing "global_step" does not have integer type: resource'.
+    side_report = compare_programs(up.tf1_program(), up.tf2_program(), BATCH, steps=2)
+    assert side_report.ok, side_report.to_table()
+    from pgtwin.tf1_side import TF1Side
+    side = TF1Side(up.tf1_program(), BATCH)
+    try:
+        side.step()
+        side.step()
+        step = side.session.run(side.obj.global_step)
+        assert step == 2  # minimize(global_step=...) adds one per run
+    finally:
+        side.close()
+
+
+def test_inputs_are_cast_to_the_declared_placeholder_dtypes_as_feed_dict_does():
+    # Regression: int64 actions and float64 returns into int32/float32 placeholders.
+    from pgtwin.tf1_side import TF1Side
+    side = TF1Side(up.tf1_program(), BATCH)
+    try:
+        fed = {k: side.feed[p] for k, p in side.placeholders.items()}
+        assert fed["returns"].dtype == np.float32 and fed["actions"].dtype == np.int32
+        np.testing.assert_array_equal(fed["actions"], BATCH["actions"])
+    finally:
+        side.close()
+
+
+def test_a_value_the_cast_would_change_is_refused_naming_input_placeholder_and_dtypes():
+    from pgtwin.tf1_side import FeedError
+    batch = dict(BATCH, actions=BATCH["actions"] + 0.5)
+    with pytest.raises(FeedError) as err:
+        compare_programs(up.tf1_program(), up.tf2_program(), batch)
+    text = str(err.value)
+    assert "inputs['actions'] (float64" in text and "'actions' (int32" in text
+    # the first action plus 0.5 is the first value that is not an integer
+    assert f"value {BATCH['actions'][0] + 0.5} at index (0,) is not an integer" in text
+
+
+def test_keras_default_epsilon_is_named_at_the_weights_rung():
+    bad = compare_programs(up.tf1_program(), up.tf2_keras_epsilon(), BATCH).first_failure
+    assert (bad.rung, bad.item) == ("weights", "optimizer.epsilon")
+    assert "write epsilon=1e-8" in bad.note
+
+
+def test_sum_instead_of_mean_is_named_with_the_batch_size():
+    report = compare_programs(up.tf1_program(), up.tf2_program(reduce=tf.reduce_sum), BATCH)
+    bad = report.first_failure
+    assert (bad.rung, bad.item) == ("loss", "loss")
+    # sum over 32 samples = 32 x their mean
+    assert "32x the TF1 loss" in bad.note and "reduce_sum" in bad.note
+
+
+def test_from_logits_left_at_its_default_is_named():
+    report = compare_programs(up.tf1_program(), up.tf2_program(from_logits=False), BATCH)
+    bad = report.first_failure
+    assert (bad.rung, bad.item) == ("loss", "loss")
+    assert "from_logits=True" in bad.note
+
+
+def test_a_softmax_on_the_last_layer_is_named_at_the_outputs_rung():
+    report = compare_programs(up.tf1_program(), up.tf2_program(last_activation="softmax"),
+                              BATCH, steps=0)
+    bad = report.first_failure
+    assert (bad.rung, bad.item) == ("outputs", "logits")
+    assert "probabilities" in bad.note and "softmax activation" in bad.note
+
+
+def test_a_double_softmax_is_named_at_the_loss_rung():
+    def loss(agent, b):  # probabilities handed to a loss that takes logits
+        probs = agent.model(b["obs"])
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=b["actions"], logits=probs)
+        return tf.reduce_mean(ce * b["returns"])
+
+    program = TF2Program(build=lambda: up.KerasAgent(last_activation="softmax"), loss=loss)
+    tf1_loss_only = dataclasses.replace(up.tf1_program(), outputs={})
+    bad = compare_programs(tf1_loss_only, program, BATCH, steps=0).first_failure
+    assert (bad.rung, bad.item) == ("loss", "loss")
+    assert "softmax applied twice" in bad.note
+
+
+def test_a_different_initializer_warns_by_default_and_fails_when_asked():
+    # he_normal's std sqrt(2/4) = 0.71 vs glorot_uniform's sqrt(2/(4+16)) = 0.32 on fc1.
+    wrong = up.tf2_program(kernel_initializer="he_normal")
+    report = compare_programs(up.tf1_program(), wrong, BATCH, steps=0)
+    assert report.ok
+    warned = [r for r in report.warnings if r.rung == "initialisation"]
+    assert warned and warned[0].item.startswith("policy/fc1/weights")
+    assert "HeNormal" in warned[0].note and "kernel_initializer" in warned[0].note
+    strict = compare_programs(up.tf1_program(), wrong, BATCH, steps=0, init="fail")
+    assert strict.first_failure.rung == "initialisation"
+
+
+def test_a_train_step_that_updates_the_wrong_variables_is_named():
+    report = compare_programs(up.tf1_program(), up.tf2_program(train_last_layer_only=True),
+                              BATCH, steps=1)
+    bad = report.first_failure
+    assert bad.rung == "weights" and bad.item.startswith("policy/fc1/weights")
+    assert "did not change this variable" in bad.note
+
+
+def test_a_keras_dense_that_gained_a_bias_is_told_use_bias_not_to_map_a_kernel():
+    def no_out_bias(ph_dtype="float32"):
+        return TF1Program(build=_tf1_without_out_bias, feeds={"obs": "obs", "actions": "a",
+                                                              "returns": "r"}, loss="loss")
+    report = compare_programs(no_out_bias(), up.tf2_program(), BATCH, steps=0)
+    bad = report.first_failure
+    assert bad.rung == "variables" and re.fullmatch(r"TF2 sequential\w*/dense\w*/bias", bad.item)
+    assert "use_bias=False" in bad.note and "kernel" not in bad.note.split("use_bias")[0]
+
+
+def _tf1_without_out_bias():
+    obs = tf1.placeholder(tf.float32, [None, up.OBS], name="obs")
+    a = tf1.placeholder(tf.int32, [None], name="a")
+    r = tf1.placeholder(tf.float32, [None], name="r")
+    w1 = tf1.get_variable("fc1/W", [up.OBS, up.HIDDEN])
+    b1 = tf1.get_variable("fc1/b", [up.HIDDEN], initializer=tf1.zeros_initializer())
+    w2 = tf1.get_variable("out/W", [up.HIDDEN, up.ACTIONS])
+    logits = tf.tanh(obs @ w1 + b1) @ w2
+    ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=a, logits=logits)
+    return {"loss": tf.reduce_mean(ce * r)}
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_a_tf_keras_optimizer_with_the_right_settings_passes_the_function_contract(legacy):
+    # Regression: "different optimizers" for a tf_keras Adam whose weights matched.
+    import tf_keras
+    from tests.test_parity_harness import run
+    make = tf_keras.optimizers.legacy.Adam if legacy else tf_keras.optimizers.Adam
+    pair = (lambda: tf1.train.AdamOptimizer(0.1), lambda: make(0.1, epsilon=1e-8))
+    report = run(optimizer=pair, dtype="float32")
+    assert report.ok, report.to_table()
+    assert any(r.item == "optimizer.epsilon" and r.ok for r in report.rows)
+
+
+def test_a_tf_keras_model_is_compared_on_its_own_variables():
+    tf_keras = pytest.importorskip("tf_keras")
+
+    class LegacyAgent:
+        def __init__(self):
+            self.model = tf_keras.Sequential([tf_keras.layers.Dense(up.HIDDEN, "tanh"),
+                                              tf_keras.layers.Dense(up.ACTIONS)])
+            self.optimizer = tf_keras.optimizers.Adam(up.LR, epsilon=1e-8)
+
+        def loss(self, b):
+            logits = self.model(b["obs"])
+            ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=b["actions"],
+                                                                logits=logits)
+            return {"loss": tf.reduce_mean(ce * b["returns"]), "logits": logits}
+
+    program = TF2Program(build=LegacyAgent, loss=lambda a, b: a.loss(b), model="model")
+    report = compare_programs(up.tf1_program(), program, BATCH, steps=2)
+    assert report.ok, report.to_table()
+
+
+def test_a_tf1_program_that_switches_eager_off_is_refused_at_its_line():
+    def build():
+        tf1.disable_v2_behavior()
+
+    program = TF1Program(build=build, feeds={}, loss="loss")
+    from pgtwin.code_checks import EagerSwitchedOffError
+    with pytest.raises(EagerSwitchedOffError) as err:
+        compare_programs(program, up.tf2_program(), BATCH)
+    assert "test_code_parity.py" in str(err.value) and "delete the line" in str(err.value)
+    assert tf.executing_eagerly()  # the call was refused, not made
+
+
+def test_tf_layers_under_keras_3_and_tf_contrib_get_the_legacy_instructions():
+    from pgtwin.code_checks import LegacyCodeError
+
+    def with_layers():
+        x = tf1.placeholder(tf.float32, [None, 4])
+        tf1.layers.dense(x, 2)
+
+    def with_contrib():
+        x = tf1.placeholder(tf.float32, [None, 4])
+        tf1.contrib.layers.fully_connected(x, 2)
+
+    import os
+    if os.environ.get("TF_USE_LEGACY_KERAS") != "1":
+        with pytest.raises(LegacyCodeError) as err:
+            compare_programs(TF1Program(build=with_layers, feeds={}, loss="l"),
+                             up.tf2_program(), BATCH)
+        assert "TF_USE_LEGACY_KERAS=1" in str(err.value) and '".[legacy]"' in str(err.value)
+    with pytest.raises(LegacyCodeError, match="tf_slim"):
+        compare_programs(TF1Program(build=with_contrib, feeds={}, loss="l"),
+                         up.tf2_program(), BATCH)
+
+
+def test_a_missing_feed_is_named_with_the_fix():
+    from pgtwin.tf1_side import FeedError
+    program = TF1Program(build=up.PolicyGradient, feeds={"obs": "obs_ph", "actions": "act_ph"},
+                         loss="loss")
+    batch = {k: BATCH[k] for k in ("obs", "actions")}
+    with pytest.raises(FeedError, match=r"needs placeholders \['returns'\]"):
+        compare_programs(program, up.tf2_program(), batch, steps=0)
+
+
+def test_refs_can_be_graph_names():
+    program = TF1Program(build=up.PolicyGradient,
+                         feeds={"obs": "obs", "actions": "actions:0", "returns": "returns"},
+                         loss=lambda obj: obj.loss, train_op="train_op")
+    report = compare_programs(program, up.tf2_program(), BATCH, steps=1)
+    assert report.ok, report.to_table()
+
+
+def test_a_ref_that_names_nothing_lists_the_attributes():
+    program = TF1Program(build=up.PolicyGradient, feeds={"obs": "obs_placeholder"}, loss="loss")
+    with pytest.raises(LookupError, match=r"feeds\['obs'\]='obs_placeholder'.*obs_ph"):
+        compare_programs(program, up.tf2_program(), BATCH)
+
+
+def test_only_one_side_with_a_train_step_is_a_clear_failure():
+    program = TF1Program(build=up.PolicyGradient, loss="loss",
+                         feeds={"obs": "obs_ph", "actions": "act_ph", "returns": "ret_ph"})
+    bad = compare_programs(program, up.tf2_program(), BATCH, steps=1).first_failure
+    assert bad.item == "train step" and "TF1Program.train_op" in bad.note
+
+
+def test_the_keras_model_owns_the_loaded_values_after_comparison():
+    # The harness assigns into the user's own variables: no copies, no stateless_call.
+    holder = {}
+
+    def build():
+        holder["agent"] = up.KerasAgent()
+        return holder["agent"]
+
+    program = TF2Program(build=build, loss=up.tf2_program().loss, model="model")
+    compare_programs(up.tf1_program(), program, BATCH, steps=0)
+    assert isinstance(holder["agent"].model, keras.Sequential)
+    assert len(holder["agent"].model.trainable_variables) == 4

@@ -1,0 +1,109 @@
+"""A small TF1 policy-gradient class and its Keras migrations, right and wrong, for the harness.
+
+The TF1 side is written the way old code is: placeholders, ``get_variable`` under
+``variable_scope`` (``policy/fc1/weights``), a critic in the same graph that the policy
+loss does not use, ``global_step`` as a plain ``tf.Variable`` found again through
+``get_global_step()``, ``AdamOptimizer(lr).minimize``, and a ``Session`` opened in
+``__init__``. The TF2 side is a plain Keras model that owns its variables, with its own
+loss, optimizer and train step. ``make_batch`` feeds what old code feeds (float64 returns,
+int64 actions) into the float32/int32 placeholders.
+"""
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from pgtwin.programs import TF1Program, TF2Program
+
+tf1 = tf.compat.v1
+
+OBS, HIDDEN, ACTIONS, LR = 4, 16, 3, 0.01
+
+
+class PolicyGradient:
+    """Old TF1 code: everything is built, and a Session opened, in ``__init__``."""
+
+    def __init__(self, dtype=tf.float32, lr=LR):
+        self.obs_ph = tf1.placeholder(dtype, [None, OBS], name="obs")
+        self.act_ph = tf1.placeholder(tf.int32, [None], name="actions")
+        self.ret_ph = tf1.placeholder(dtype, [None], name="returns")
+        self.global_step = tf1.Variable(0, name="global_step", trainable=False)
+        with tf1.variable_scope("policy"):
+            w1 = tf1.get_variable("fc1/weights", [OBS, HIDDEN], dtype,
+                                  tf1.glorot_uniform_initializer())
+            b1 = tf1.get_variable("fc1/biases", [HIDDEN], dtype, tf1.zeros_initializer())
+            w2 = tf1.get_variable("out/weights", [HIDDEN, ACTIONS], dtype,
+                                  tf1.glorot_uniform_initializer())
+            b2 = tf1.get_variable("out/biases", [ACTIONS], dtype, tf1.zeros_initializer())
+        with tf1.variable_scope("critic"):
+            wv = tf1.get_variable("v/weights", [OBS, 1], dtype)
+        hidden = tf.tanh(tf.matmul(self.obs_ph, w1) + b1)
+        self.logits = tf.matmul(hidden, w2) + b2
+        neglogp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=self.act_ph,
+                                                                 logits=self.logits)
+        loss = tf.reduce_mean(neglogp * self.ret_ph)
+        self.loss = loss
+        self.value_loss = tf.reduce_mean(tf.square(tf.squeeze(self.obs_ph @ wv, 1) - self.ret_ph))
+        step = tf1.train.get_global_step()
+        self.train_op = tf1.train.AdamOptimizer(lr).minimize(loss, global_step=step)
+        self.sess = tf1.Session()
+        self.sess.run(tf1.global_variables_initializer())
+
+
+class KerasAgent:
+    """The migration: a Keras model, a loss, a Keras Adam and a train step of its own."""
+
+    def __init__(self, dtype="float32", epsilon=1e-8, reduce=tf.reduce_mean, from_logits=True,
+                 kernel_initializer="glorot_uniform", last_activation=None, out_bias=True,
+                 optimizer=None, train_last_layer_only=False):
+        self.model = keras.Sequential([
+            keras.layers.Dense(HIDDEN, activation="tanh", kernel_initializer=kernel_initializer,
+                               dtype=dtype),
+            keras.layers.Dense(ACTIONS, activation=last_activation, use_bias=out_bias,
+                               dtype=dtype)])
+        self.optimizer = optimizer or keras.optimizers.Adam(LR, epsilon=epsilon)
+        self.ce = keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits,
+                                                             reduction=None, dtype=dtype)
+        self.reduce = reduce
+        self.train_last_layer_only = train_last_layer_only
+
+    def compute_loss(self, obs, actions, returns):
+        logits = self.model(obs)
+        return {"loss": self.reduce(self.ce(actions, logits) * returns), "logits": logits}
+
+    def train_step(self, obs, actions, returns):
+        with tf.GradientTape() as tape:
+            loss = self.compute_loss(obs, actions, returns)["loss"]
+        variables = (self.model.layers[-1].trainable_variables if self.train_last_layer_only
+                     else self.model.trainable_variables)
+        grads = tape.gradient(loss, variables)
+        self.optimizer.apply_gradients(zip(grads, variables))
+
+
+def make_batch(seed: int = 0, n: int = 32) -> dict[str, np.ndarray]:
+    """One batch as old code feeds it: float64 obs and returns, int64 actions."""
+    rng = np.random.default_rng(seed)
+    return {"obs": rng.normal(size=(n, OBS)), "actions": rng.integers(0, ACTIONS, n),
+            "returns": rng.normal(size=n)}
+
+
+def tf1_program(dtype: str = "float32") -> TF1Program:
+    """The TF1 class as it is, read by attribute names."""
+    return TF1Program(build=lambda: PolicyGradient(tf.as_dtype(dtype)),
+                      feeds={"obs": "obs_ph", "actions": "act_ph", "returns": "ret_ph"},
+                      loss="loss", outputs={"logits": "logits"}, train_op="train_op")
+
+
+def tf2_program(dtype: str = "float32", **agent_options) -> TF2Program:
+    """The Keras migration; ``agent_options`` make the wrong ones (see KerasAgent)."""
+    return TF2Program(
+        build=lambda: KerasAgent(dtype, **agent_options),
+        loss=lambda a, b: a.compute_loss(b["obs"], b["actions"], b["returns"]),
+        train_step=lambda a, b: a.train_step(b["obs"], b["actions"], b["returns"]),
+        model="model")
+
+
+def tf2_keras_epsilon(dtype: str = "float32") -> TF2Program:
+    """Wrong: Keras Adam's default epsilon 1e-7 (TF1's is 1e-8). Caught at weights."""
+    return tf2_program(dtype, epsilon=1e-7)
