@@ -7,7 +7,8 @@ pairing is inferred, in this order:
 2. creation order and shape: both lists in order (TF1: creation order; TF2: the order the
    loss first reads them, which is the layers' order), each variable a token
    ``(shape, kind)``, aligned like a diff (:class:`difflib.SequenceMatcher`), so a variable
-   one side has and the other lacks (a bias a Keras ``Dense`` gained) leaves the rest paired;
+   one side has and the other lacks (a bias a Keras ``Dense`` gained) leaves the rest
+   paired; trusted when it pairs at least 3/4 of the longer list;
 3. for what is left: the only variable of the same shape and kind, else the one whose name
    says the same (``fc1/weights`` ~ ``fc1/kernel``, ``b`` ~ ``bias``).
 
@@ -178,9 +179,10 @@ def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
     matcher = difflib.SequenceMatcher(None, [token(v) for v in rest1],
                                       [token(v) for v in rest2], autojunk=False)
     blocks = [b for b in matcher.get_matching_blocks() if b.size]
-    # The order is trusted when it pairs at least half of what is left (else a shuffle of
-    # equal shapes could pair the wrong ones): then every block counts.
-    if ordered and sum(b.size for b in blocks) * 2 >= max(len(rest1), 1):
+    # The order is trusted when it pairs at least 3/4 of the longer side (a few variables
+    # one side lacks); a shuffled order whose equal shapes happen to line up in places
+    # (a reversed network's middle layers) would pair the wrong ones.
+    if ordered and sum(b.size for b in blocks) * 4 >= 3 * max(len(rest1), len(rest2), 1):
         for b in blocks:
             for k in range(b.size):
                 a, c = rest1[b.a + k], rest2[b.b + k]
@@ -193,12 +195,12 @@ def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
         candidates = [c for c in rest2 if c.name not in used2 and token(c) == token(a)]
         named = [c for c in candidates if _same_name(a.name, c.name)]
         rivals = [x for x in rest1 if x.name not in paired and token(x) == token(a)]
-        if len(candidates) == 1 and len(rivals) == 1:
-            paired[a.name] = Pair(a, candidates[0], "shape")
-            used2.add(candidates[0].name)
-        elif len(named) == 1:
+        if len(named) == 1:
             paired[a.name] = Pair(a, named[0], "name")
             used2.add(named[0].name)
+        elif len(candidates) == 1 and len(rivals) == 1:
+            paired[a.name] = Pair(a, candidates[0], "shape")
+            used2.add(candidates[0].name)
     rest2 = [v for v in rest2 if v.name not in used2]
     for a in tf1:
         if a.name in paired or a.name in (name_map or {}):

@@ -1,0 +1,117 @@
+"""Inferring which TF2 variable holds which TF1 variable (pgtwin.variable_mapping), and the
+initialisation rung's statistics (pgtwin.initialisation) against hand-derived values."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pgtwin.initialisation import initial_value_row, ks_pvalue, ks_statistic, variance_ratio_pvalue
+from pgtwin.variable_mapping import MappingError, VariableInfo, infer_mapping, kind
+
+V = VariableInfo
+TF1 = [V("actor/fc1/W", (4, 64)), V("actor/fc1/b", (64,)), V("actor/fc2/W", (64, 64)),
+       V("actor/fc2/b", (64,)), V("actor/out/W", (64, 2)), V("actor/out/b", (2,))]
+KERAS = [V("sequential/dense/kernel", (4, 64)), V("sequential/dense/bias", (64,)),
+         V("sequential/dense_1/kernel", (64, 64)), V("sequential/dense_1/bias", (64,)),
+         V("sequential/dense_2/kernel", (64, 2)), V("sequential/dense_2/bias", (2,))]
+
+
+def pairs(mapping):
+    return [(p.tf1.name, p.tf2.name, p.how) for p in mapping.pairs]
+
+
+def test_kinds_come_from_the_last_name_component():
+    assert [kind(n) for n in ("a/W", "weights", "x/kernel:0", "b", "l/biases", "log_std")] == \
+        ["kernel", "kernel", "kernel", "bias", "bias", "other"]
+
+
+def test_creation_order_and_shape_pair_a_whole_network():
+    mapping = infer_mapping(TF1, KERAS)
+    assert mapping.ok
+    assert [(a, b) for a, b, _ in pairs(mapping)] == [(a.name, b.name) for a, b in zip(TF1, KERAS)]
+    assert {how for *_, how in pairs(mapping)} == {"creation order and shape"}
+    assert "actor/fc2/W" in mapping.to_table() and "paired by" in mapping.to_table()
+
+
+def test_a_bias_only_one_side_has_leaves_the_rest_paired_and_is_never_given_a_kernel():
+    tf1 = TF1[:-1]  # the TF1 output layer has no bias
+    mapping = infer_mapping(tf1, KERAS)
+    assert len(mapping.pairs) == 5
+    [problem] = mapping.problems
+    assert (problem.side, problem.variable.name) == ("TF2", "sequential/dense_2/bias")
+    assert "use_bias=False" in problem.message
+    with pytest.raises(MappingError, match="sequential/dense_2/bias"):
+        raise MappingError(mapping)
+
+
+def test_without_order_unique_shapes_pair_and_equal_shapes_need_names():
+    # Reversed TF2 order: the diff alignment pairs less than half, so order is not trusted.
+    mapping = infer_mapping(TF1, KERAS[::-1])
+    # (4,64), (64,64), (64,2), (2,) are unique by shape and kind; the two (64,) biases are
+    # not, and their names (fc1/b vs dense/bias) do not say which is which.
+    assert {p.tf1.name for p in mapping.pairs} == {"actor/fc1/W", "actor/fc2/W", "actor/out/W",
+                                                   "actor/out/b"}
+    ambiguous = [p for p in mapping.problems if p.side == "TF1"]
+    assert [p.variable.name for p in ambiguous] == ["actor/fc1/b", "actor/fc2/b"]
+    assert all("ambiguous" in p.message and "sequential/dense/bias (64,)" in p.message
+               for p in ambiguous)
+
+
+def test_names_decide_among_equal_shapes_when_they_say_the_same():
+    tf1 = [V("fc1/weights", (8, 8)), V("fc2/weights", (8, 8))]
+    tf2 = [V("model/fc2/kernel", (8, 8)), V("model/fc1/kernel", (8, 8))]
+    mapping = infer_mapping(tf1, tf2, ordered=False)
+    assert pairs(mapping) == [("fc1/weights", "model/fc1/kernel", "name"),
+                              ("fc2/weights", "model/fc2/kernel", "name")]
+
+
+def test_name_map_overrides_the_inference_and_its_mistakes_are_named():
+    mapping = infer_mapping(TF1[:2], KERAS[:2], {"actor/fc1/W": "sequential/dense/kernel"})
+    assert pairs(mapping)[0] == ("actor/fc1/W", "sequential/dense/kernel", "name_map")
+    wrong = infer_mapping(TF1[:2], KERAS[:2], {"actor/fc1/W": "sequential/dense/bias"})
+    assert any("shapes differ" in p.message for p in wrong.problems)
+    unknown = infer_mapping(TF1[:2], KERAS[:2], {"actor/fc9/W": "sequential/dense/kernel"})
+    assert any("not compared" in p.message for p in unknown.problems)
+
+
+# ------------------------------------------------------------------ initialisation
+def test_ks_statistic_of_two_hand_made_samples():
+    # F_a jumps at 0,1,2,3 (by 1/4), F_b at 2,3,4,5: at x = 1, F_a = 1/2 and F_b = 0, the
+    # largest gap anywhere.
+    assert ks_statistic(np.array([0, 1, 2, 3.0]), np.array([2, 3, 4, 5.0])) == pytest.approx(0.5)
+
+
+def test_ks_pvalue_at_the_classic_five_percent_point():
+    # Kolmogorov's distribution: Q(1.3581) = 0.05. With n = m = 20000, sqrt(ne) = 100 and
+    # x = (100 + 0.12 + 0.0011) d, so d = 1.3581 / 100.1211 gives p = 0.05.
+    d = 1.3581 / (100 + 0.12 + 0.11 / 100)
+    assert ks_pvalue(d, 20000, 20000) == pytest.approx(0.05, abs=2e-4)
+
+
+def test_variance_ratio_pvalue_against_the_delta_method_by_hand():
+    # a: +-1 (kurtosis 1), scaled by 2 in b: log(var ratio) = log 4 and the variance of the
+    # statistic is (kappa - 1)(...) = 0, floored at 1e-3 * (1/n + 1/n): p is 0.
+    a = np.array([-1.0, 1.0] * 50)
+    assert variance_ratio_pvalue(a, 2 * a) < 1e-12
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=4000), rng.normal(size=4000)
+    # same distribution: z ~ N(0, 1), so p is not tiny
+    assert variance_ratio_pvalue(x, y) > 1e-3
+
+
+def test_initial_value_rows_constants_and_distributions():
+    zeros = np.zeros((5, 3))
+    assert initial_value_row("b", zeros, np.zeros(3), fail=True, context="").ok
+    row = initial_value_row("b", zeros, np.full(3, 0.1), fail=True, context="")
+    assert not row.ok and "constant" in row.note
+    rng = np.random.default_rng(1)
+    glorot = rng.uniform(-0.3, 0.3, size=(5, 64, 64))
+    same = initial_value_row("k", glorot, rng.uniform(-0.3, 0.3, size=(64, 64)), True, "")
+    assert same.ok, same.note
+    # truncated-normal(0.1): std 0.088 vs the uniform's 0.3 / sqrt(3) = 0.17
+    other = np.clip(rng.normal(0, 0.1, size=(64, 64)), -0.2, 0.2)
+    warned = initial_value_row("k", glorot, other, False, "")
+    assert warned.ok and warned.note.startswith("WARNING") and "std ratio" in warned.note
+    assert math.isinf(warned.max_rel)
