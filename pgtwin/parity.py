@@ -49,7 +49,7 @@ from pgtwin.optimizer_config import keras_optimizer, optimizer_rows, tf1_optimiz
 from pgtwin.optimizer_pairs import optimizer_factories, rounding_hint
 from pgtwin.parity_rows import DEFAULT_TOLERANCES, gradient_rows, output_rows, tolerances
 from pgtwin.programs import TF1Program, TF2Program
-from pgtwin.tf1_side import cast_feed, tf1_variables
+from pgtwin.tf1_side import cast_feed, restated_step, tf1_variables
 from pgtwin.variable_mapping import kind
 
 tf1 = tf.compat.v1
@@ -338,14 +338,8 @@ class _LegacySide:
         return {n: values.get(n) for n in self.grads}
 
     def set_optimizer(self, make: Callable[[], Any]) -> Any:
-        with self.graph.as_default():
-            opt = make()
-            pairs = [(g, self.variables[n]) for n, g in self.grads.items() if g is not None]
-            self.train_op = opt.apply_gradients(pairs) if pairs else tf.no_op()
-            # Only the optimizer's new variables (slots, beta powers): the weights stay loaded.
-            known = {v.ref() for v in self.variables.values()}
-            fresh = [v for v in tf1.global_variables() if v.ref() not in known]
-            self.session.run(tf1.variables_initializer(fresh))
+        opt, self.train_op = restated_step(self.graph, self.session, make, self.grads,
+                                           self.variables)
         return opt
 
     def step(self) -> None:

@@ -257,16 +257,9 @@ class TF1Side:
         self._run(self.train_op)
 
     def restate_optimizer(self, make: Any) -> None:
-        """Make ``train_op`` ``make()``'s step on the compared variables' gradients.
-
-        Only the optimizer's new variables are initialised: the weights stay as loaded.
-        """
-        with self.graph.as_default():
-            before = {v.ref() for v in tf1.global_variables()}
-            pairs = [(g, self.variables[n]) for n, g in self.grads.items() if g is not None]
-            self.train_op = make().apply_gradients(pairs) if pairs else tf.no_op()
-            fresh = [v for v in tf1.global_variables() if v.ref() not in before]
-            self.session.run(tf1.variables_initializer(fresh))
+        """Make ``train_op`` ``make()``'s step on the compared variables' gradients."""
+        _, self.train_op = restated_step(self.graph, self.session, make, self.grads,
+                                         self.variables)
 
     def _run(self, fetches: Any) -> Any:
         try:
@@ -287,6 +280,23 @@ class TF1Side:
         for value in list(holders):
             if isinstance(value, tf1.Session) and value.graph is self.graph:
                 value.close()
+
+
+def restated_step(graph: tf.Graph, session: Any, make: Any, grads: Mapping[str, Any],
+                  variables: Mapping[str, Any]) -> tuple[Any, tf.Operation]:
+    """``(optimizer, train op)``: ``make()``'s ``apply_gradients`` on ``grads`` in ``graph``.
+
+    Only the optimizer's new variables (slots, beta powers) are initialised, so the
+    weights stay as loaded. Gradients that are None are left out.
+    """
+    with graph.as_default():
+        before = {v.ref() for v in tf1.global_variables()}
+        optimizer = make()
+        pairs = [(g, variables[n]) for n, g in grads.items() if g is not None]
+        train_op = optimizer.apply_gradients(pairs) if pairs else tf.no_op()
+        fresh = [v for v in tf1.global_variables() if v.ref() not in before]
+        session.run(tf1.variables_initializer(fresh))
+    return optimizer, train_op
 
 
 def _ancestors(root: Any) -> list[tf.Operation]:
