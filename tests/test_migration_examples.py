@@ -102,8 +102,8 @@ def tf2_factories(which: str):
     for example in EXAMPLES:
         module = programs(example)
         names = module.FAITHFUL if which == "faithful" else tuple(module.WRONG_MIGRATIONS)
-        for name in names:
-            for dtype in ("float32", "float64"):
+        for name in names:  # the wrong ones in float32 only: they fail the same either way
+            for dtype in ("float32", "float64")[:2 if which == "faithful" else 1]:
                 yield pytest.param(example, name, dtype, id=f"{example}:{name}-{dtype}")
 
 
