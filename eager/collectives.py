@@ -33,8 +33,10 @@ def sum_over_replicas(strategy: tf.distribute.Strategy, replica_ids: Sequence[in
     Returns: the list of float64 global sums, shaped as the inputs.
     """
     shapes = [np.shape(x) for x in local[0]]
+    # One trailing zero: an all-reduce of an empty tensor crashes MultiWorkerMirroredStrategy's
+    # ring (segfault in TF 2.21), and a batch that finished no episode gathers nothing.
     packed = {rid: np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in parts]
-                                  + [np.zeros(0)])
+                                  + [np.zeros(1)])
               for rid, parts in zip(replica_ids, local)}
     values = strategy.experimental_distribute_values_from_function(
         lambda ctx: tf.constant(packed[ctx.replica_id_in_sync_group]))

@@ -193,6 +193,9 @@ class _DistributedRun:
         self.log: EpisodeLog | None = None
         self.writer = None
         self.last_checkpoint: int | None = None
+        """The newest update whose shards every worker has written (after the barrier)."""
+        self.pending_checkpoint: int | None = None
+        """An update whose shard this worker wrote, before the barrier confirmed the others."""
         self.resumed_from: str | None = None
         self.snapshotable = self._check_snapshot()
 
@@ -349,20 +352,22 @@ class _DistributedRun:
         return bool(limit) and sum(self.progress.consecutive_skips.values()) >= limit
 
     def _last_complete(self) -> str:
-        return (f"the newest checkpoint complete on every worker is update {self.last_checkpoint}"
-                if self.last_checkpoint is not None else "no checkpoint is complete yet")
+        known = (f"checkpoint update {self.last_checkpoint} is complete on every worker"
+                 if self.last_checkpoint is not None else "no checkpoint is known complete")
+        if self.pending_checkpoint is not None:
+            known += (f" (update {self.pending_checkpoint}, written here, is too if every "
+                      "worker wrote its shard; --resume takes the newest complete on all)")
+        return known
 
     def _lost(self, err: BaseException) -> worker_health.WorkerLostError:
         lost = worker_health.lost_worker(err, self.worker)
         who = f"worker {lost}" if lost is not None else "a worker"
         last = self._last_complete()
-        last = last[0].upper() + last[1:]
-        detail = str(err).strip().splitlines()
-        reason = next((line for line in detail if "task" in line), detail[0] if detail else "")
         return worker_health.WorkerLostError(
             f"{who} of {self.shape.num_workers} was lost during update {self.progress.update + 1} "
-            f"({type(err).__name__}: {reason.strip()[:300]}); worker {self.worker} stops. "
-            f"{last}; to continue, {resume_command(self.settings.logdir, self.shape)}", lost)
+            f"({type(err).__name__}: {worker_health.reason(err)}); worker {self.worker} stops. "
+            f"{last[0].upper()}{last[1:]}; to continue, "
+            f"{resume_command(self.settings.logdir, self.shape)}", lost)
 
     def _record(self, it, wall: float) -> None:
         from eager import collectives
@@ -412,10 +417,11 @@ class _DistributedRun:
         checkpoint_shards.write_shard(self.paths["checkpoints"], self.worker, p.update,
                                       self.agent if self.chief else None, replicas, env_bytes,
                                       p, self.settings.to_dict())
+        self.pending_checkpoint = p.update
         self._gather(1)  # barrier: every worker's shard of this update is complete
         checkpoints.prune(checkpoint_shards.shard_root(self.paths["checkpoints"], self.worker),
                           self.settings.keep_checkpoints)
-        self.last_checkpoint = p.update
+        self.last_checkpoint, self.pending_checkpoint = p.update, None
 
     def _finish_files(self) -> None:
         s = self.settings

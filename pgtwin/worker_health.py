@@ -78,6 +78,14 @@ def lost_worker(error: BaseException, me: int) -> int | None:
     return others[0] if others else None
 
 
+def reason(error: BaseException) -> str:
+    """The line of a collective error that says what happened, without TF's op prefix."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    line = next((x for x in lines if re.search(r"unhealthy|is down|timed out|deadline", x, re.I)),
+                lines[0] if lines else "")
+    return re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line).rstrip(":")[:300]
+
+
 def is_collective_failure(error: BaseException) -> bool:
     """Whether ``error`` is how TF reports a collective that lost a peer or timed out."""
     import tensorflow as tf

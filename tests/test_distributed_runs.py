@@ -1,0 +1,247 @@
+"""``pgtwin train --strategy``: the run directory, sharded checkpoints, ``--resume`` after a
+SIGKILL, a corrupted shard, and a lost worker.
+
+The oracle is one uninterrupted run, ``--strategy mirrored --cpu-replicas 2`` in
+deterministic mode: 2 replicas in one process. Every interrupted run must end with its
+final weights and its episode log (every column but wall-clock time) bit for bit equal to
+it: the mirrored run killed and resumed, and the same 2 replicas as 2 worker processes on
+localhost (``MultiWorkerMirroredStrategy``, ``TF_CONFIG`` per process, free ports), one of
+them SIGKILLed after its second checkpoint and the cluster restarted with ``--resume``.
+(Two replicas sum their gradients in one addition, which is commutative, so the two
+strategies agree to the bit.)
+
+Runs use ``SlowCartPole-v0`` (tests/cli_envs.py, 2 ms per step) so a run lasts long
+enough to be killed in the middle; every subprocess is bounded by a timeout.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from pgtwin import checkpoint_shards, checkpoints
+from pgtwin.episode_log import read_episodes
+from pgtwin.training_run import load_weights
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UPDATES = 15
+EVERY = 3
+WORKER_TIMEOUT = 20
+NUM_ENVS = 2
+RUN = ["--env", "tests.cli_envs:SlowCartPole-v0", "--seed", "3", "--num-envs", str(NUM_ENVS),
+       "--num-steps", "8", "--hidden", "8", "--steps", str(2 * NUM_ENVS * 8 * UPDATES),
+       "--checkpoint-every", str(EVERY), "--deterministic", "--no-stop", "--no-progress",
+       "--json"]
+MIRRORED = ["--strategy", "mirrored", "--cpu-replicas", "2"]
+MULTI = ["--strategy", "multi-worker", "--worker-timeout", str(WORKER_TIMEOUT)]
+LIMIT = 180  # seconds: any one process
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pgtwin(*argv, tf_config: dict | None = None) -> subprocess.Popen:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+    env.pop("TF_CONFIG", None)
+    if tf_config is not None:
+        env["TF_CONFIG"] = json.dumps(tf_config)
+    return subprocess.Popen([sys.executable, "-m", "pgtwin", "train", *argv], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _cluster(*argv) -> list[subprocess.Popen]:
+    """Two workers on localhost, ports chosen now."""
+    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    return [_pgtwin(*argv, tf_config={"cluster": {"worker": workers},
+                                      "task": {"type": "worker", "index": i}})
+            for i in range(2)]
+
+
+def _finish(procs: list[subprocess.Popen], timeout: float = LIMIT) -> list[str]:
+    """Every process's stderr, once each has exited 0 (killed after ``timeout``)."""
+    errs = []
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=timeout)
+            errs.append(err)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    for proc, err in zip(procs, errs):
+        assert proc.returncode == 0, err[-3000:]
+    return errs
+
+
+def _complete(logdir: str, worker: int) -> int:
+    """The newest update whose shard on ``worker`` verifies (0: none)."""
+    last = checkpoints.find_latest(
+        checkpoint_shards.shard_root(os.path.join(logdir, "checkpoints"), worker))[0]
+    return 0 if last is None else last.update
+
+
+def _wait_for(condition, procs, what: str) -> None:
+    deadline = time.monotonic() + LIMIT
+    while not condition():
+        for proc in procs:
+            assert proc.poll() is None, (what, proc.communicate()[1][-3000:])
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def _rows(logdir: str) -> int:
+    path = os.path.join(logdir, "episodes.csv")
+    return len(read_episodes(path)["episode"]) if os.path.exists(path) else 0
+
+
+def _same_run(oracle: str, run: str) -> None:
+    a = read_episodes(os.path.join(oracle, "episodes.csv"))
+    b = read_episodes(os.path.join(run, "episodes.csv"))
+    for col in ("episode", "update", "env_steps", "env_index", "return", "length"):
+        np.testing.assert_array_equal(a[col], b[col], err_msg=col)
+    wa, wb = (load_weights(os.path.join(d, "weights.npz")) for d in (oracle, run))
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        np.testing.assert_array_equal(wa[name], wb[name], err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The oracle, the mirrored run killed and resumed, the 2-worker run with worker 1
+    killed and the cluster resumed, and a copy of that with worker 1's newest shard
+    corrupted, resumed."""
+    root = tmp_path_factory.mktemp("distributed_runs")
+    ref, mirrored, multi, corrupt = (str(root / n) for n in ("ref", "mirrored", "multi", "corrupt"))
+    out = {"ref": ref, "mirrored": mirrored, "multi": multi, "corrupt": corrupt}
+
+    ref_proc = _pgtwin(*RUN, *MIRRORED, "--logdir", ref)
+    # Mirrored: killed once update 6 is checkpointed and episodes beyond it are logged.
+    proc = _pgtwin(*RUN, *MIRRORED, "--logdir", mirrored)
+    _wait_for(lambda: _complete(mirrored, 0) >= 2 * EVERY and _rows(mirrored) > 0
+              and _rows(mirrored) > checkpoints.find_latest(checkpoint_shards.shard_root(
+                  os.path.join(mirrored, "checkpoints"), 0))[0].meta["episodes"],
+              [proc], "the mirrored run's second checkpoint")
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    out["mirrored_killed_at"] = _complete(mirrored, 0)
+    out["mirrored_err"] = _finish([_pgtwin("--resume", "--logdir", mirrored, "--no-progress",
+                                           "--json")])[0]
+    _finish([ref_proc])
+
+    # Two workers: worker 1 SIGKILLed after its second checkpoint; worker 0 must stop.
+    workers = _cluster(*RUN, *MULTI, "--logdir", multi)
+    _wait_for(lambda: _complete(multi, 1) >= 2 * EVERY, workers, "worker 1's second checkpoint")
+    workers[1].send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    workers[1].communicate()
+    try:
+        _, err0 = workers[0].communicate(timeout=LIMIT)
+    finally:
+        if workers[0].poll() is None:
+            workers[0].kill()
+            workers[0].communicate()
+    out["lost"] = {"returncode": workers[0].returncode, "err": err0,
+                   "seconds": time.monotonic() - killed,
+                   "shards": [_complete(multi, w) for w in (0, 1)],
+                   "weights_written": os.path.exists(os.path.join(multi, "weights.npz"))}
+    out["multi_errs"] = _finish(_cluster("--resume", "--logdir", multi, "--no-progress",
+                                         "--json", "--worker-timeout", str(WORKER_TIMEOUT)))
+
+    # A flipped bit in worker 1's newest shard: both workers fall back to the previous one.
+    shutil.copytree(multi, corrupt)
+    os.remove(os.path.join(corrupt, "weights.npz"))
+    state = os.path.join(checkpoints.checkpoint_path(checkpoint_shards.shard_root(
+        os.path.join(corrupt, "checkpoints"), 1), UPDATES), "state.json")
+    data = bytearray(open(state, "rb").read())
+    data[len(data) // 2] ^= 0x20
+    open(state, "wb").write(bytes(data))
+    out["corrupt_state"] = state
+    out["corrupt_errs"] = _finish(_cluster("--resume", "--logdir", corrupt, "--no-progress",
+                                           "--json"))
+    return out
+
+
+@pytest.mark.slow
+def test_the_run_directory_of_a_distributed_run(runs):
+    ref = runs["ref"]
+    for name in ("run.json", "cluster.json", "episodes.csv", "learning_curve.png",
+                 "weights.npz"):
+        assert os.path.isfile(os.path.join(ref, name)), name
+    assert os.listdir(os.path.join(ref, "tb"))
+    shards = os.path.join(ref, "checkpoints", "worker_00000")
+    # keep_checkpoints 2: the final update and the one before.
+    assert sorted(os.listdir(shards)) == [f"update_{u:08d}" for u in (UPDATES - EVERY, UPDATES)]
+    last = os.path.join(shards, f"update_{UPDATES:08d}")
+    for rel in ("manifest.json", "state.json", "agent/ckpt.index", "replica_00000/env.pkl",
+                "replica_00001/rollout.npz"):
+        assert os.path.isfile(os.path.join(last, rel)), rel
+    episodes = read_episodes(os.path.join(ref, "episodes.csv"))
+    # Rows from both replicas' envs (global index r * num_envs + i), in global step order.
+    assert set(episodes["env_index"]) == set(range(2 * NUM_ENVS))
+    assert np.all(np.diff(episodes["env_steps"]) >= 0)
+    np.testing.assert_array_equal(episodes["episode"], np.arange(len(episodes["episode"])))
+
+
+@pytest.mark.slow
+def test_mirrored_sigkill_then_resume_equals_the_uninterrupted_run(runs):
+    at = runs["mirrored_killed_at"]
+    assert 2 * EVERY <= at < UPDATES
+    assert f"resuming update {at}, the newest checkpoint complete on all 1 worker(s)" in \
+        runs["mirrored_err"]
+    _same_run(runs["ref"], runs["mirrored"])
+
+
+@pytest.mark.slow
+def test_a_lost_worker_ends_the_other_within_the_timeout(runs):
+    lost, multi = runs["lost"], runs["multi"]
+    assert lost["returncode"] == 1, lost["err"][-3000:]
+    assert lost["seconds"] <= WORKER_TIMEOUT, lost
+    assert not lost["weights_written"]
+    assert "worker 1 of 2 was lost during update" in lost["err"], lost["err"][-3000:]
+    # Worker 0 names the newest checkpoint it knows complete on both (and the one it
+    # wrote, if worker 1 died between writing its shard and the barrier), and the command.
+    complete = min(lost["shards"])
+    assert complete >= 2 * EVERY
+    known = (f"Checkpoint update {complete} is complete on every worker",
+             f"(update {complete}, written here, is too if every worker wrote its shard")
+    assert any(k in lost["err"] for k in known), lost["err"][-1500:]
+    assert (f"restart all 2 workers, each with its TF_CONFIG: pgtwin train --resume "
+            f"--logdir {multi}") in lost["err"]
+
+
+@pytest.mark.slow
+def test_two_workers_killed_and_resumed_equal_the_uninterrupted_run(runs):
+    complete = min(runs["lost"]["shards"])
+    for w, err in enumerate(runs["multi_errs"]):
+        assert (f"worker {w}: resuming update {complete}, the newest checkpoint complete on "
+                f"all 2 worker(s)") in err, err[-3000:]
+    _same_run(runs["ref"], runs["multi"])
+    episodes = read_episodes(os.path.join(runs["multi"], "episodes.csv"))
+    # One log for both workers: replica r (worker r here) owns envs r * N .. r * N + N - 1.
+    np.testing.assert_array_equal(episodes["worker"], episodes["env_index"] // NUM_ENVS)
+    assert set(episodes["worker"]) == {0, 1}
+
+
+@pytest.mark.slow
+def test_a_corrupted_shard_falls_back_on_every_worker(runs):
+    err0, err1 = runs["corrupt_errs"]
+    assert (f"worker 1: refusing checkpoint {os.path.dirname(runs['corrupt_state'])}: file "
+            "state.json fails its sha256 check") in err1, err1[-3000:]
+    previous = UPDATES - EVERY
+    for w, err in enumerate((err0, err1)):
+        assert f"worker {w}: resuming update {previous}, the newest checkpoint complete" in err
+    # Worker 0's newer shard was not complete on every worker: put aside, then rewritten.
+    assert "is not complete on every worker" in err0
+    _same_run(runs["ref"], runs["corrupt"])
