@@ -332,6 +332,11 @@ def run_train_command(args, parser, settings, resume: bool) -> int:
     if settings.impl != "eager":
         parser.error(f"--strategy needs --impl eager (tf.distribute trains the eager twin), "
                      f"got --impl {settings.impl}")
+    if strategy_name == "multi-worker":
+        try:
+            check_tf_config(os.environ.get("TF_CONFIG"))
+        except ValueError as err:
+            parser.error(str(err))
     if strategy_name == "multi-worker" and not resume and args.logdir is None:
         parser.error("--strategy multi-worker needs --logdir (the same directory, on a "
                      "filesystem every worker sees, for every worker)")

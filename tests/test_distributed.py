@@ -100,6 +100,68 @@ def test_async_collect_replays_sync_collect():
         assert sync.env_steps == asyn.env_steps
 
 
+def test_parallel_collection_replays_sequential_collection():
+    # A thread per replica, each with its own env, generator and state: the batches (and
+    # the states they continue from) must be those of collecting one replica after another.
+    from pgcommon.parallel_rollout import ReplicaCollector
+
+    spec = spec_for_env(make_vec_env("CartPole-v1", 1))
+    out = {}
+    for mode in ("sequential", "parallel"):
+        envs = [make_vec_env("CartPole-v1", 3, seed=replica_env_seed(4, r, 3)) for r in range(3)]
+        rngs = [replica_rng(4, r) for r in range(3)]
+        collector, states, batches = ReplicaCollector(envs, mode), [None] * 3, []
+        try:
+            for _ in range(2):
+                got, states = collector.collect(_linear_policy(spec), spec, 40, rngs, states)
+                batches.append(got)
+        finally:
+            collector.close()
+            for env in envs:
+                env.close()
+        out[mode] = batches
+    assert sum(b.episode_returns.size for batches in out["parallel"] for b in batches) > 0
+    for seq, par in zip(out["sequential"], out["parallel"]):
+        for r, (a, b) in enumerate(zip(seq, par)):
+            for name in ("obs", "actions", "rewards", "terminated", "truncated", "valid",
+                         "episode_returns", "episode_lengths"):
+                np.testing.assert_array_equal(getattr(a, name), getattr(b, name),
+                                              err_msg=f"replica {r} {name}")
+    assert not np.array_equal(out["parallel"][0][0].obs, out["parallel"][0][1].obs)
+    with pytest.raises(ValueError, match="unknown collection 'async'"):
+        ReplicaCollector([], "async")
+
+
+def test_checkpoint_agreement_takes_the_newest_update_every_worker_has():
+    # Each worker (a thread here) calls agree() with its own verified updates; gather is a
+    # lock-step exchange, as the collective is. Oracle: the newest update in every set.
+    import threading
+
+    from pgtwin.checkpoint_shards import agree
+
+    cases = [[{3, 6}, {3, 6}, {3, 6}], [{3, 6}, {3}, {3, 6}], [{6, 9}, {3, 6}, {9}],
+             [{2, 4, 6}, {4, 6}, {1, 4, 7}], [{5}], [set(), {1}]]
+    for sets in cases:
+        common = set.intersection(*sets)
+        want = max(common) if common else None
+        barrier, slots, got = threading.Barrier(len(sets)), [None] * len(sets), {}
+
+        def gather(me, x):
+            slots[me] = x
+            barrier.wait()
+            seen = list(slots)
+            barrier.wait()
+            return seen
+
+        threads = [threading.Thread(target=lambda me=me: got.__setitem__(
+            me, agree(sets[me], lambda x: gather(me, x)))) for me in range(len(sets))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=10)
+        assert got == {me: want for me in range(len(sets))}, sets
+
+
 # --------------------------------------------------------------------- pure helpers
 def test_replica_seeds_cover_one_global_vector_env():
     # replica r, env i -> seed + r * N + i: two replicas of 3 envs = one vector env of 6.
@@ -153,11 +215,24 @@ def test_strategy_and_tf_config_errors():
     (["--strategy", "multi-worker"], "strategy 'multi-worker' needs the TF_CONFIG"),
     (["--strategy", "mirrored", "--impl", "graph"], "--strategy needs --impl eager"),
     (["--strategy", "mirrored", "--cpu-replicas", "0"], "--cpu-replicas: must be an integer >= 1"),
+    (["--strategy", "multi-worker", "TF_CONFIG"], "--strategy multi-worker needs --logdir"),
+    (["--strategy", "mirrored", "--resume", "--logdir", "LOGDIR"],
+     "holds no distributed run (no cluster.json); resume it without --strategy"),
 ])
-def test_train_command_strategy_errors(extra, message, capsys, monkeypatch):
+def test_train_command_strategy_errors(extra, message, capsys, monkeypatch, tmp_path):
     from pgtwin.cli import main
+    from pgtwin.training_run import RunSettings, run_paths, write_settings
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
+    if "TF_CONFIG" in extra:
+        extra = [x for x in extra if x != "TF_CONFIG"]
+        monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["127.0.0.1:1"]}, '
+                                        '"task": {"type": "worker", "index": 0}}')
+    if "LOGDIR" in extra:  # a single-process run's directory
+        logdir = str(tmp_path / "run")
+        write_settings(run_paths(logdir), RunSettings("CartPole-v1", "eager", ReinforceConfig(),
+                                                      logdir))
+        extra = [logdir if x == "LOGDIR" else x for x in extra]
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--env", "CartPole-v1", *extra])
     assert exit_info.value.code == 2
