@@ -28,15 +28,16 @@ def _legacy(optimizer: Any) -> bool:
     return hasattr(optimizer, "get_slot") and not hasattr(optimizer, "_momentums")
 
 
-def build_adam(optimizer: Any, variables: Sequence[Any]) -> None:
-    """Create the optimizer's m and v for ``variables`` (the list its ``apply_gradients`` will get).
+def build_optimizer(optimizer: Any, variables: Sequence[Any]) -> None:
+    """Create a Keras optimizer's slots (Adam's m, v) for ``variables``, unless it is built.
 
-    Keras 3 and ``tf_keras`` index the slots by the position in this list, so it must be
-    the list the user's train step passes (``model.trainable_variables``).
+    Keras 3 and ``tf_keras`` index the slots by the position in ``variables``, so it must
+    be the list the user's train step passes to ``apply_gradients``
+    (``model.trainable_variables``).
     """
     if _legacy(optimizer):
         optimizer._create_all_weights(list(variables))  # noqa: SLF001
-    elif not getattr(optimizer, "built", False) or not getattr(optimizer, "_momentums", None):
+    elif not getattr(optimizer, "built", False):
         optimizer.build(list(variables))
 
 

@@ -1,0 +1,313 @@
+"""A TF1 Saver checkpoint converted into the user's own Keras model (pgtwin.user_checkpoint).
+
+The oracle is always the TF1 side: the TF1 class's own graph and Session (its outputs, its
+``train_op`` step) and ``tf.train.load_checkpoint`` of what its ``Saver`` wrote. The
+converted checkpoint is read back the way a user would: ``tf.train.Checkpoint(model=...)``
+on a freshly built copy of their model, never through the converter.
+"""
+from __future__ import annotations
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pgtwin.cli import main
+from pgtwin.factories import FactoryError, load_factory
+from pgtwin.programs import TF1Program, TF2Program
+from pgtwin.user_checkpoint import UserCheckpointError, convert_user_checkpoint
+
+tf1 = tf.compat.v1
+OBS_DIM, HIDDEN, N_ACTIONS = 3, 5, 2
+
+
+class TF1Policy:
+    """Old-style TF1 code: placeholders, ``get_variable`` layers, Adam, a Saver and a Session."""
+
+    def __init__(self, bias=True, lr=0.01, dtype=tf.float32, seed=0, betas=(0.9, 0.999),
+                 epsilon=1e-8):
+        tf1.set_random_seed(seed)
+        self.obs = tf1.placeholder(dtype, [None, OBS_DIM], name="obs")
+        self.act = tf1.placeholder(tf.int32, [None], name="act")
+        self.ret = tf1.placeholder(dtype, [None], name="ret")
+        with tf1.variable_scope("pi"):
+            hidden = tf.tanh(self._dense(self.obs, HIDDEN, "fc1", bias))
+            self.logits = self._dense(hidden, N_ACTIONS, "out", bias)
+        neg_log_prob = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=self.act,
+                                                                      logits=self.logits)
+        self.loss = tf.reduce_mean(neg_log_prob * self.ret)
+        self.train_op = tf1.train.AdamOptimizer(lr, *betas, epsilon).minimize(self.loss)
+        self.saver = tf1.train.Saver()
+        self.sess = tf1.Session()
+        self.sess.run(tf1.global_variables_initializer())
+
+    @staticmethod
+    def _dense(x, units, name, bias):
+        with tf1.variable_scope(name):
+            w = tf1.get_variable("weights", [x.shape[1], units], dtype=x.dtype,
+                                 initializer=tf1.truncated_normal_initializer(stddev=0.5))
+            out = tf.matmul(x, w)
+            if bias:
+                out += tf1.get_variable("biases", [units], dtype=x.dtype,
+                                        initializer=tf1.constant_initializer(0.1))
+        return out
+
+    def feed(self, batch):
+        return {self.obs: batch["obs"], self.act: batch["act"], self.ret: batch["ret"]}
+
+
+def keras_policy(bias=True, dtype="float32"):
+    """The migration: the same two layers as a Keras 3 Sequential."""
+    return keras.Sequential([
+        keras.Input((OBS_DIM,), dtype=dtype),
+        keras.layers.Dense(HIDDEN, activation="tanh", use_bias=bias, name="fc1", dtype=dtype),
+        keras.layers.Dense(N_ACTIONS, use_bias=bias, name="out", dtype=dtype)], name="pi")
+
+
+class TF2Policy:
+    def __init__(self, bias=True, lr=0.01, dtype="float32", betas=(0.9, 0.999), epsilon=1e-8,
+                 make_optimizer=None):
+        self.dtype = dtype
+        self.model = keras_policy(bias, dtype)
+        self.optimizer = make_optimizer() if make_optimizer else \
+            keras.optimizers.Adam(lr, *betas, epsilon)
+
+    def loss(self, batch):
+        logits = self.model(tf.cast(batch["obs"], self.dtype))
+        nlp = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(batch["act"], tf.int32), logits=logits)
+        return {"loss": tf.reduce_mean(nlp * tf.cast(batch["ret"], self.dtype)), "logits": logits}
+
+
+def make_batch(n=16, seed=1):
+    rng = np.random.default_rng(seed)
+    return {"obs": rng.standard_normal((n, OBS_DIM)), "act": rng.integers(0, N_ACTIONS, n),
+            "ret": rng.standard_normal(n)}
+
+
+def tf1_program(bias=True, dtype="float32", **kwargs):
+    return TF1Program(build=lambda: TF1Policy(bias, dtype=tf.as_dtype(dtype), **kwargs),
+                      feeds={"obs": "obs", "act": "act", "ret": "ret"},
+                      loss="loss", outputs={"logits": "logits"}, train_op="train_op")
+
+
+def tf2_program(bias=True, dtype="float32", optimizer="optimizer", **kwargs):
+    return TF2Program(build=lambda: TF2Policy(bias, dtype=dtype, **kwargs),
+                      loss=lambda agent, batch: agent.loss(batch), outputs=["logits"],
+                      optimizer=optimizer, model="model")
+
+
+def trained_tf1(tmp_path, batch, bias=True, dtype=tf.float32, steps=2, **kwargs):
+    """Train the TF1 class ``steps`` steps and save it; returns (graph, agent, prefix)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        agent = TF1Policy(bias, dtype=dtype, **kwargs)
+        for _ in range(steps):
+            agent.sess.run(agent.train_op, agent.feed(batch))
+        prefix = agent.saver.save(agent.sess, str(tmp_path / "tf1" / "model.ckpt"))
+    return graph, agent, prefix
+
+
+def fresh_model(bias=True, dtype="float32"):
+    model = keras_policy(bias, dtype)
+    model(np.zeros((1, OBS_DIM), dtype))
+    return model
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["with_biases", "kernels_only"])
+def test_converted_checkpoint_restores_into_a_fresh_model_with_tf1s_outputs(tmp_path, bias):
+    batch = make_batch()
+    graph, agent, src = trained_tf1(tmp_path, batch, bias)
+    with graph.as_default():
+        tf1_logits = agent.sess.run(agent.logits, agent.feed(batch))
+    dst = str(tmp_path / "tf2" / "ckpt")
+
+    result = convert_user_checkpoint(src, dst, tf1_program(bias), tf2_program(bias), batch)
+
+    assert result.report.ok and result.optimizer_state == "adam" and result.iterations == 2
+    names = ["pi/fc1/weights", "pi/fc1/biases", "pi/out/weights", "pi/out/biases"]
+    assert [p.tf1.name for p in result.mapping.pairs] == (names if bias else names[::2])
+    model = fresh_model(bias)
+    tf.train.Checkpoint(model=model).restore(dst).expect_partial() \
+        .assert_existing_objects_matched()
+    reader = tf.train.load_checkpoint(src)
+    kernels = [v for v in model.trainable_variables]
+    for name, v in zip(names if bias else names[::2], kernels):
+        np.testing.assert_array_equal(np.asarray(v), reader.get_tensor(name))
+    np.testing.assert_allclose(model(batch["obs"].astype("float32")), tf1_logits,
+                               rtol=1e-5, atol=1e-6)
+    assert not [f for f in os.listdir(tmp_path / "tf2") if f.startswith(".tmp")]
+
+
+# Even in a float64 graph TF1 rounds Python hyperparameters to float32 and keeps the beta
+# powers in float32; Keras 3 computes beta^t from float32-rounded betas in the variables'
+# dtype. The two steps agree to the last bit only when lr, epsilon, the betas and their
+# first powers are exact in float32: 7^4 and 15^4 need 12 and 16 bits. With 0.9/0.999 they
+# part by ~7e-6 of a step (docs/migration.md, "Checkpoints into your own model").
+EXACT = dict(lr=2.0 ** -7, betas=(0.875, 0.9375), epsilon=2.0 ** -27)
+
+
+def test_adam_state_converts_and_the_next_step_is_tf1s_own_train_op_step(tmp_path):
+    batch = make_batch()
+    graph, agent, src = trained_tf1(tmp_path, batch, dtype=tf.float64, steps=3, **EXACT)
+    names = ["pi/fc1/weights", "pi/fc1/biases", "pi/out/weights", "pi/out/biases"]
+    with graph.as_default():
+        agent.sess.run(agent.train_op, agent.feed(batch))  # the oracle: TF1's 4th step
+        by_name = {v.op.name: v for v in tf1.global_variables()}
+        expected = agent.sess.run([by_name[n] for n in names])
+    dst = str(tmp_path / "tf2" / "ckpt")
+
+    result = convert_user_checkpoint(src, dst, tf1_program(dtype="float64", **EXACT),
+                                     tf2_program(dtype="float64", **EXACT), batch)
+    assert (result.optimizer_state, result.iterations) == ("adam", 3)
+
+    user = TF2Policy(dtype="float64", **EXACT)
+    user.model(np.zeros((1, OBS_DIM)))
+    tf.train.Checkpoint(model=user.model, optimizer=user.optimizer).restore(dst) \
+        .assert_existing_objects_matched()
+    with tf.GradientTape() as tape:
+        loss = user.loss(batch)["loss"]
+    variables = user.model.trainable_variables
+    user.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    assert int(user.optimizer.iterations.numpy()) == 4
+    for name, want, got in zip(names, expected, variables):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_regression_the_checkpoint_restores_into_a_plain_keras_model(tmp_path):
+    """Was: "Found 4 Python objects that were not bound"; weights under optimizer/_trainable_variables/N."""
+    batch = make_batch()
+    _, _, src = trained_tf1(tmp_path, batch)
+    dst = str(tmp_path / "tf2" / "ckpt")
+    plain = TF2Program(build=keras_policy, loss=lambda model, b: tf.reduce_sum(
+        model(tf.cast(b["obs"], "float32"))))
+    result = convert_user_checkpoint(src, dst, None, plain, batch)
+    assert result.optimizer_state == "none"
+    assert sorted(result.not_converted) == sorted(
+        n for n, _ in tf.train.list_variables(src) if "Adam" in n or "power" in n)
+
+    keys = [n for n, _ in tf.train.list_variables(dst)]
+    assert not [k for k in keys if k.startswith("optimizer/")]
+    model = fresh_model()
+    status = tf.train.Checkpoint(model=model).restore(dst)
+    status.assert_consumed()  # every value in it went into the plain model, and vice versa
+    reader = tf.train.load_checkpoint(src)
+    for name, v in zip(["pi/fc1/weights", "pi/fc1/biases", "pi/out/weights", "pi/out/biases"],
+                       model.trainable_variables):
+        np.testing.assert_array_equal(np.asarray(v), reader.get_tensor(name))
+
+
+@pytest.mark.parametrize("tf1_bias, tf2_bias, listed", [
+    (False, True, ["TF2 pi/fc1/bias (5,)", "TF2 pi/out/bias (2,)", "use_bias=False"]),
+    (True, False, ["TF1 pi/fc1/biases (5,)", "TF1 pi/out/biases (2,)"]),
+], ids=["tf2_gained_biases", "tf2_lost_biases"])
+def test_unpaired_variables_are_listed_with_shapes_and_nothing_is_written(
+        tmp_path, tf1_bias, tf2_bias, listed):
+    batch = make_batch()
+    _, _, src = trained_tf1(tmp_path, batch, tf1_bias)
+    out = tmp_path / "tf2"
+    for tf1_side in (tf1_program(tf1_bias), None):
+        with pytest.raises(UserCheckpointError) as err:
+            convert_user_checkpoint(src, str(out / "ckpt"), tf1_side, tf2_program(tf2_bias), batch)
+        for text in listed + [src, "Nothing was written"]:
+            assert text in str(err.value)
+        assert not out.exists() or os.listdir(out) == []
+
+
+def test_optimizer_state_reset_and_a_refused_convert(tmp_path):
+    batch = make_batch()
+    _, _, src = trained_tf1(tmp_path, batch)
+    result = convert_user_checkpoint(src, str(tmp_path / "a" / "ckpt"), tf1_program(),
+                                     tf2_program(), batch, optimizer_state="reset")
+    assert (result.optimizer_state, result.iterations) == ("fresh", 0)
+    sgd = dict(make_optimizer=lambda: keras.optimizers.SGD(0.01))
+    with pytest.raises(UserCheckpointError, match="only TF1 Adam's state converts.*reset"):
+        convert_user_checkpoint(src, str(tmp_path / "b" / "ckpt"), tf1_program(),
+                                tf2_program(**sgd), batch, optimizer_state="convert")
+    assert not (tmp_path / "b").exists() or os.listdir(tmp_path / "b") == []
+    auto = convert_user_checkpoint(src, str(tmp_path / "c" / "ckpt"), tf1_program(),
+                                   tf2_program(**sgd), batch)
+    assert auto.optimizer_state == "fresh" and "SGD" in auto.notes[0]
+
+
+def tf1_factory(dtype="float32"):
+    return tf1_program(dtype=dtype)
+
+
+def tf2_factory(dtype="float32"):
+    return tf2_program(dtype=dtype)
+
+
+def test_the_cli_writes_into_the_users_model(tmp_path, capsys):
+    batch = make_batch()
+    graph, agent, src = trained_tf1(tmp_path, batch)
+    with graph.as_default():
+        tf1_logits = agent.sess.run(agent.logits, agent.feed(batch))
+    np.savez(tmp_path / "batch.npz", **batch)
+    dst = str(tmp_path / "tf2" / "ckpt")
+    argv = ["convert-checkpoint", src, dst, "--tf1", "tests.test_user_checkpoint:tf1_factory",
+            "--tf2", "tests.test_user_checkpoint:tf2_factory", "--inputs",
+            str(tmp_path / "batch.npz")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "pi/fc1/weights" in out and "parity OK" in out and "iterations 2" in out
+    user = TF2Policy()
+    user.model(np.zeros((1, OBS_DIM), "float32"))
+    tf.train.Checkpoint(model=user.model, optimizer=user.optimizer).restore(dst) \
+        .assert_existing_objects_matched()
+    np.testing.assert_allclose(user.model(batch["obs"].astype("float32")), tf1_logits,
+                               rtol=1e-5, atol=1e-6)
+    assert main(argv) == 1 and "exists" in capsys.readouterr().err
+    bad = list(argv)
+    bad[2], bad[6] = dst + "2", "tests.test_user_checkpoint:no_such_factory"
+    assert main(bad) == 1
+    assert "no attribute 'no_such_factory'" in capsys.readouterr().err
+
+
+def not_a_program(dtype="float32"):
+    return {"dtype": dtype}
+
+
+def test_load_factory_errors_name_the_part_and_dtype_is_passed():
+    assert load_factory("tests.test_user_checkpoint:not_a_program", dict, "float64") == {
+        "dtype": "float64"}
+    assert load_factory("tests.test_user_checkpoint:keras_policy", keras.Model).name == "pi"
+    for spec, message in [("no_colon", "is not MODULE:FACTORY"),
+                          ("no_such_module_xyz:f", "no module named 'no_such_module_xyz'"),
+                          ("tests.test_user_checkpoint:nope", "has no attribute 'nope'"),
+                          ("tests.test_user_checkpoint:OBS_DIM", "is a int, not a factory"),
+                          ("tests.test_user_checkpoint:not_a_program", "returned a dict")]:
+        with pytest.raises(FactoryError, match=message):
+            load_factory(spec, TF2Program, "float32", what="--tf2")
+
+
+class TFKerasPolicy:
+    """The same migration in ``tf_keras`` (legacy Keras), with its Adam."""
+
+    dtype = "float32"
+
+    def __init__(self):
+        import tf_keras
+
+        self.model = tf_keras.Sequential([
+            tf_keras.layers.Dense(HIDDEN, activation="tanh", name="fc1", input_shape=(OBS_DIM,)),
+            tf_keras.layers.Dense(N_ACTIONS, name="out")], name="pi")
+        self.optimizer = tf_keras.optimizers.Adam(0.01, epsilon=1e-8)
+
+
+def test_a_tf_keras_model_and_adam_take_the_checkpoint(tmp_path):
+    batch = make_batch()
+    graph, agent, src = trained_tf1(tmp_path, batch)
+    with graph.as_default():
+        tf1_logits = agent.sess.run(agent.logits, agent.feed(batch))
+    program = TF2Program(build=TFKerasPolicy, loss=lambda a, b: TF2Policy.loss(a, b),
+                         outputs=["logits"], optimizer="optimizer", model="model")
+    dst = str(tmp_path / "tf2" / "ckpt")
+    result = convert_user_checkpoint(src, dst, tf1_program(), program, batch)
+    assert (result.optimizer_state, result.iterations) == ("adam", 2)
+    user = TFKerasPolicy()
+    tf.train.Checkpoint(model=user.model).restore(dst).expect_partial()
+    np.testing.assert_allclose(user.model(batch["obs"].astype("float32")), tf1_logits,
+                               rtol=1e-5, atol=1e-6)
