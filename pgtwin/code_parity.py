@@ -205,8 +205,10 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, ste
                         ctx))
     for step in range(1, steps + 1):
         before1, before2 = legacy.values(), eager.values()
-        legacy.step()
-        eager.step()
+        failure = _run_steps(legacy, eager, f"{ctx}, step {step}/{steps}" if ctx else
+                             f"step {step}/{steps}")
+        if failure is not None:
+            return rows + [failure]
         after1, after2 = legacy.values(), eager.values()
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
         step_rows = [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
@@ -235,6 +237,17 @@ def _step_setup(legacy: TF1Side, eager: TF2Side, optimizer: Any, dtype: str,
                     f"only one side has a train step: give {missing} too, so both sides' "
                     "own optimizer code is compared (or steps=0)", ctx)]
     return []
+
+
+def _run_steps(legacy: TF1Side, eager: TF2Side, where: str) -> Row | None:
+    """One step on each side; a failing row naming the side whose step raised, else None."""
+    for side, step in (("TF1 train_op", legacy.step), ("TF2 train step", eager.step)):
+        try:
+            step()
+        except Exception as err:  # noqa: BLE001  (the user's code: reported, not hidden)
+            return Row("weights", "train step", float("inf"), float("inf"), False,
+                       f"the {side} raised {type(err).__name__}: {err}", where)
+    return None
 
 
 def _rounded_to_float32(tf1_settings: Mapping[str, float],

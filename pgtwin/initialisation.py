@@ -90,7 +90,9 @@ def initial_value_row(item: str, tf1_draws: np.ndarray, tf2_value: np.ndarray, f
     makers = f" ({makers})" if makers else ""
     const_a, const_b = np.ptp(a) == 0, np.ptp(b) == 0
     if const_a or const_b:
-        same = const_a and const_b and a.flat[0] == b.flat[0]
+        # float32 rounding of a constant (0.1) is the same constant, not another one
+        same = const_a and const_b and bool(np.isclose(a.flat[0], b.flat[0], rtol=1e-6,
+                                                        atol=0.0))
         diff = 0.0 if same else float(np.max(np.abs(a.mean() - b)))
         note = "" if same else (
             f"initial values differ: TF1 {_stats(a)}, TF2 {_stats(b)}{makers}: "

@@ -84,23 +84,26 @@ _FIXES = {
 
 
 def softmax_hint(tf1: TF1Side, tf2_loss: float, rtol: float) -> str:
-    """The double-softmax or ``from_logits`` hint, when re-running TF1 that way gives TF2."""
-    for op in _softmax_ops(tf1):
-        z = tf1.session.run(op.inputs[0], tf1.feed).astype(np.float64)
-        for mistake, wrong_log_p in _MISTAKES.items():
-            with np.errstate(all="ignore"):
-                log_p = wrong_log_p(z)
-            if op.type == "LogSoftmax":
-                feed = {op.outputs[0]: log_p}
-            elif op.type == "Softmax":
-                feed = {op.outputs[0]: np.exp(log_p)}
-            elif op.type == "SparseSoftmaxCrossEntropyWithLogits":
-                labels = tf1.session.run(op.inputs[1], tf1.feed)
-                feed = {op.outputs[0]: -np.take_along_axis(log_p, labels[:, None], 1)[:, 0]}
-            else:  # SoftmaxCrossEntropyWithLogits: labels are probabilities
-                labels = tf1.session.run(op.inputs[1], tf1.feed)
-                feed = {op.outputs[0]: -(labels * log_p).sum(axis=-1)}
-            feed = {t: v.astype(t.dtype.as_numpy_dtype) for t, v in feed.items()}
+    """The double-softmax or ``from_logits`` hint, when re-running TF1 that way gives TF2.
+
+    Each softmax-family op is tried alone, then all of those on the same logits together
+    (a model whose last layer became a softmax feeds probabilities to every one of them:
+    the crossentropy and an entropy bonus alike).
+    """
+    ops = _softmax_ops(tf1)
+    groups: dict[tf.Tensor, list[tf.Operation]] = {}
+    for op in ops:
+        groups.setdefault(op.inputs[0].ref(), []).append(op)
+    trials = [[op] for op in ops] + [g for g in groups.values() if len(g) > 1]
+    for mistake, wrong_log_p in _MISTAKES.items():
+        for trial in trials:
+            feed = {}
+            for op in trial:
+                if mistake != "double softmax" and op.type == "Softmax":
+                    continue  # from_logits=False concerns the loss, not a softmax of its own
+                feed.update(_replacement(tf1, op, wrong_log_p))
+            if not feed:
+                continue
             try:
                 value = float(tf1.session.run(tf1.loss, {**tf1.feed, **feed}))
             except (tf.errors.OpError, ValueError):
@@ -108,6 +111,25 @@ def softmax_hint(tf1: TF1Side, tf2_loss: float, rtol: float) -> str:
             if _close(value, tf2_loss, rtol):
                 return _FIXES[mistake.split(" (")[0]]
     return ""
+
+
+def _replacement(tf1: TF1Side, op: tf.Operation, wrong_log_p) -> dict:
+    """``{op's output: what it would be}`` when its logits went through ``wrong_log_p``."""
+    z = tf1.session.run(op.inputs[0], tf1.feed).astype(np.float64)
+    with np.errstate(all="ignore"):
+        log_p = wrong_log_p(z)
+    if op.type == "LogSoftmax":
+        value = log_p
+    elif op.type == "Softmax":
+        value = np.exp(log_p)
+    elif op.type == "SparseSoftmaxCrossEntropyWithLogits":
+        labels = tf1.session.run(op.inputs[1], tf1.feed)
+        value = -np.take_along_axis(log_p, labels[:, None], 1)[:, 0]
+    else:  # SoftmaxCrossEntropyWithLogits: labels are probabilities
+        labels = tf1.session.run(op.inputs[1], tf1.feed)
+        value = -(labels * log_p).sum(axis=-1)
+    out = op.outputs[0]
+    return {out: value.astype(out.dtype.as_numpy_dtype)}
 
 
 def _softmax_ops(tf1: TF1Side) -> list[tf.Operation]:

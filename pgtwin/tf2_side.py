@@ -55,15 +55,22 @@ def _owned_trainable(obj: Any, depth: int = 2) -> list[Any]:
     return out
 
 
+def _is_layer(value: Any) -> bool:
+    """True for a Keras 3 or tf_keras layer (judged by its class: no property is run)."""
+    cls = type(value)
+    return callable(getattr(cls, "build", None)) and hasattr(cls, "trainable_weights") \
+        and hasattr(cls, "add_weight")
+
+
 def _layers(obj: Any, seen: set[int] | None = None) -> list[Any]:
     """Every Keras layer reachable through ``.layers`` and attributes, ``obj`` included."""
     seen = set() if seen is None else seen
     if id(obj) in seen or not hasattr(obj, "__dict__"):
         return []
     seen.add(id(obj))
-    out = [obj] if hasattr(obj, "trainable_weights") else []
+    out = [obj] if _is_layer(obj) else []
     children = list(getattr(obj, "layers", []) or []) if out else []
-    children += [v for v in vars(obj).values() if hasattr(v, "trainable_weights")]
+    children += [v for v in vars(obj).values() if _is_layer(v)]
     for child in children:
         out.extend(_layers(child, seen))
     return out
@@ -112,9 +119,12 @@ class TF2Side:
         by_id = {id(underlying(v)): v for v in owned}
         self.variables, self.handles = {}, {}
         for v in watched:
-            name = _unique(v.name.split(":")[0], self.variables)
+            handle = by_id.get(id(v), v)
+            # A Keras 3 variable's path names its layer; its tf.Variable may not.
+            name = _unique(getattr(handle, "path", None) or v.name.split(":")[0],
+                           self.variables)
             self.variables[name] = v
-            self.handles[name] = by_id.get(id(v), v)
+            self.handles[name] = handle
         read = {id(v) for v in watched}
         self.not_compared = list(dict.fromkeys(
             underlying(v).name.split(":")[0] for v in owned if id(underlying(v)) not in read))
@@ -188,10 +198,15 @@ class TF2Side:
 
 
 def _unique(name: str, taken: Mapping[str, Any]) -> str:
-    """``name``, or ``name_2``, ``name_3`` ... when a variable of that name is taken."""
+    """``name``, or ``scope_2/leaf``, ``scope_3/leaf`` ... when that name is taken.
+
+    The suffix goes on the scope so the last component (``kernel``, ``bias``), which says
+    the variable's kind, stays as it is.
+    """
     if name not in taken:
         return name
+    head, _, leaf = name.rpartition("/")
     k = 2
-    while f"{name}_{k}" in taken:
+    while f"{head}_{k}/{leaf}" in taken:
         k += 1
-    return f"{name}_{k}"
+    return f"{head}_{k}/{leaf}"

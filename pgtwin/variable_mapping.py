@@ -207,8 +207,13 @@ def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
             continue
         same = [c for c in rest2 if c.shape == a.shape]
         fitting = [c for c in same if kind(c.name) == kind(a.name)]
+        rivals = [x for x in tf1 if x.name not in paired and x.name != a.name
+                  and token(x) == token(a)]
         if len(fitting) > 1:
             msg = f"ambiguous: it could be any of {_describe(fitting)}"
+        elif fitting:
+            msg = (f"ambiguous: {_describe(fitting)} is the only TF2 {kind(a.name)} of this "
+                   f"shape left, and {_describe(rivals)} fit it too")
         elif same:
             msg = (f"no TF2 {kind(a.name)} of shape {a.shape} is left; only "
                    f"{_describe(same)} (a {kind(a.name)} is not paired with a "
