@@ -38,6 +38,8 @@ from pgcommon.specs import spec_for_env
 from pgtwin import checkpoints, env_snapshot, run_checkpoint
 from pgtwin.episode_log import EpisodeLog, finished_episodes, read_episodes
 from pgtwin.plots import Curve, save_learning_curves
+from pgtwin.run_lock import RunLock, RunLockError
+from pgtwin.run_storage import StorageError, prepare_logdir, writing
 from pgtwin.skipped_updates import MAX_CONSECUTIVE_SKIPS, first_skip_message, stall_message
 from pgtwin.twins import agent_class
 
@@ -224,6 +226,45 @@ def train(settings: RunSettings, resume: bool = False,
         env, step and the last intact checkpoint).
       ValueError: an unknown or unsupported env id (from ``make_vec_env``).
     """
+    lock = claim_logdir(settings, resume)  # before TensorFlow: a refusal is immediate
+    try:
+        if lock.stale_message():
+            say(lock.stale_message())
+        return _train_locked(settings, resume, say)
+    finally:
+        lock.release()
+
+
+def check_fresh_logdir(logdir: str) -> None:
+    """Raise TrainingError if ``logdir`` already holds a run (settings or checkpoints)."""
+    paths = run_paths(logdir)
+    if checkpoints.list_checkpoints(paths["checkpoints"]) or os.path.exists(paths["settings"]):
+        raise TrainingError(f"{logdir} already holds a run: pass --resume to continue it, or "
+                            "choose another --logdir")
+
+
+def claim_logdir(settings: RunSettings, resume: bool) -> RunLock:
+    """Check the run directory before any work and lock it for this process.
+
+    A new run needs a directory without a run in it; either needs one it can write to;
+    and no other live process may hold its lock (``pgtwin.run_lock``).
+    """
+    if not resume:
+        check_fresh_logdir(settings.logdir)
+    try:
+        prepare_logdir(settings.logdir)
+    except StorageError as err:
+        kept = ("its checkpoints are untouched: make it writable, then resume again" if resume
+                else "nothing was written: choose a writable --logdir")
+        raise TrainingError(f"the run directory is not writable: {err}; {kept}") from err
+    try:
+        return RunLock(settings.logdir).acquire()
+    except RunLockError as err:
+        raise TrainingError(str(err)) from err
+
+
+def _train_locked(settings: RunSettings, resume: bool, say: Callable[[str], None]) -> RunResult:
+    """:func:`train` once the run directory is claimed."""
     import tensorflow as tf
 
     if settings.env_module:
@@ -238,11 +279,14 @@ def train(settings: RunSettings, resume: bool = False,
         spec = spec_for_env(envs, settings.torso, settings.hidden, dtype=settings.config.dtype)
         agent = agent_class(settings.impl)(spec, settings.config, seed=settings.seed)
         run = _Run(settings, paths, agent, envs, sampling_rng(settings.seed), say)
-        if resume:
-            run.resume()
-        else:
-            run.start()
-        return run.loop()
+        try:
+            if resume:
+                run.resume()
+            else:
+                run.start()
+            return run.loop()
+        except StorageError as err:
+            raise TrainingError(run.storage_failure(err)) from err
     finally:
         if run is not None:
             run.close()
@@ -280,12 +324,11 @@ class _Run:
 
     # ------------------------------------------------------------------ start / resume
     def start(self) -> None:
-        root = self.paths["checkpoints"]
-        if checkpoints.list_checkpoints(root) or os.path.exists(self.paths["settings"]):
-            raise TrainingError(f"{self.settings.logdir} already holds a run: pass --resume "
-                                "to continue it, or choose another --logdir")
-        write_settings(self.paths, self.settings)
-        self.log = EpisodeLog(self.paths["episodes"])
+        check_fresh_logdir(self.settings.logdir)  # again, now that the lock is held
+        with writing(self.paths["settings"]):
+            write_settings(self.paths, self.settings)
+        with writing(self.paths["episodes"]):
+            self.log = EpisodeLog(self.paths["episodes"])
 
     def resume(self) -> None:
         root = self.paths["checkpoints"]
@@ -305,7 +348,8 @@ class _Run:
             ckpt.path, doc, self.agent, self.envs, self.rng)
         self.recent.extend(self.progress.recent_returns)
         try:
-            self.log = EpisodeLog(self.paths["episodes"], keep=self.progress.episodes)
+            with writing(self.paths["episodes"]):
+                self.log = EpisodeLog(self.paths["episodes"], keep=self.progress.episodes)
         except ValueError as err:
             raise TrainingError(f"cannot resume {ckpt.path}: {err}") from err
         self.last_checkpoint = self.resumed_from = ckpt.path
@@ -357,6 +401,16 @@ class _Run:
             bar.close()
         return self._finish()
 
+    def storage_failure(self, err: StorageError) -> str:
+        """The one message for a failed write: what, why, what is intact, what to do."""
+        s, p = self.settings, self.progress
+        then = (f"then resume with: pgtwin train --resume --logdir {s.logdir}"
+                if self.last_checkpoint else "then start the run again")
+        return (f"{s.env_id} ({s.impl}) could not write {err.path} after update {p.update} "
+                f"(env-step {p.env_steps}): {err.reason}; {self._intact()} (checkpoints are "
+                f"renamed into place only when complete). Free disk space or fix the "
+                f"permissions, {then}")
+
     def _intact(self) -> str:
         """What a failure leaves: the last checkpoint, or none."""
         return (f"the last checkpoint {self.last_checkpoint} is intact"
@@ -368,7 +422,8 @@ class _Run:
     def _record(self, it, wall: float) -> None:
         p, batch = self.progress, it.batch
         rows = finished_episodes(batch, it.update, wall, p.episodes)
-        self.log.append(rows)
+        with writing(self.paths["episodes"]):
+            self.log.append(rows)
         self.recent.extend(batch.episode_returns.tolist())
         p.update, p.env_steps, p.wall_s, p.episodes = it.update, batch.env_steps, wall, self.log.count
         if it.skipped:
@@ -381,9 +436,10 @@ class _Run:
             p.solved_at_update, p.solved_at_env_steps, p.solved_at_wall_s = p.update, p.env_steps, wall
         if self.writer is not None:
             from pgtwin.tensorboard import update_scalars
-            self.writer.write(p.env_steps, update_scalars(
-                it.metrics, batch.episode_returns, batch.episode_lengths, mean, p.env_steps,
-                wall))
+            with writing(self.paths["tensorboard"]):
+                self.writer.write(p.env_steps, update_scalars(
+                    it.metrics, batch.episode_returns, batch.episode_lengths, mean, p.env_steps,
+                    wall))
 
     def _skipped(self, reason: str, it) -> None:
         """Count a skipped update by reason; say why the first time each reason happens."""
@@ -404,24 +460,29 @@ class _Run:
     def _checkpoint(self) -> None:
         p = self.progress
         p.recent_returns = list(self.recent)
-        self.log.sync()
+        with writing(self.paths["episodes"]):
+            self.log.sync()
         if self.writer is not None:
-            self.writer.flush()
+            with writing(self.paths["tensorboard"]):
+                self.writer.flush()
         env_bytes = env_snapshot.snapshot(self.envs) if self.snapshotable else None
         meta = {"env_id": self.settings.env_id, "impl": self.settings.impl,
                 "env_steps": p.env_steps, "episodes": p.episodes}
-        ckpt = checkpoints.write_checkpoint(
-            self.paths["checkpoints"], p.update,
-            lambda d: run_checkpoint.save(d, self.agent, self.envs, self.state, self.rng, p,
-                                          self.settings.to_dict(), env_bytes),
-            meta, keep=self.settings.keep_checkpoints)
+        with writing(checkpoints.checkpoint_path(self.paths["checkpoints"], p.update)):
+            ckpt = checkpoints.write_checkpoint(
+                self.paths["checkpoints"], p.update,
+                lambda d: run_checkpoint.save(d, self.agent, self.envs, self.state, self.rng, p,
+                                              self.settings.to_dict(), env_bytes),
+                meta, keep=self.settings.keep_checkpoints)
         self.last_checkpoint = ckpt.path
 
     def _finish(self) -> RunResult:
         s, p = self.settings, self.progress
-        self.log.sync()
-        write_final_files(self.paths, self.agent.get_weights(), s, self.threshold,
-                          f"{s.env_id}, {s.impl} twin, seed {s.seed}")
+        with writing(self.paths["episodes"]):
+            self.log.sync()
+        with writing(s.logdir):
+            write_final_files(self.paths, self.agent.get_weights(), s, self.threshold,
+                              f"{s.env_id}, {s.impl} twin, seed {s.seed}")
         return RunResult(
             env=s.env_id, impl=s.impl, seed=s.seed, env_steps=p.env_steps, updates=p.update,
             wall_s=round(p.wall_s, 4), final_mean_return=self._window_mean(),
@@ -431,10 +492,16 @@ class _Run:
             skipped_updates=p.skipped_updates, skipped_by_reason=dict(p.skipped_by_reason))
 
     def close(self) -> None:
-        if self.log is not None:
-            self.log.close()
-        if self.writer is not None:
-            self.writer.close()
+        # Closing syncs the log and the event file: on a full disk that fails again, and
+        # must not replace the error being reported, so it is said, not raised.
+        for what, closer in (("episodes", self.log), ("tensorboard", self.writer)):
+            if closer is None:
+                continue
+            try:
+                with writing(self.paths[what]):
+                    closer.close()
+            except StorageError as err:
+                self.say(f"also could not close {err.path}: {err.reason}")
         self.envs.close()
         self.agent.close()
 
