@@ -50,6 +50,7 @@ def compare_programs(
     rtol: float | None = None,
     atol: float | None = None,
     context: str = "",
+    dtype: str | None = None,
 ) -> ParityReport:
     """Climb the ladder between the user's TF1 program and TF2 program.
 
@@ -65,6 +66,8 @@ def compare_programs(
         pair of factories restated on both sides (as :func:`pgtwin.parity.compare`).
       rtol, atol: tolerances of every numeric row; None: by dtype and rung.
       context: a label put in every row.
+      dtype: the float dtype the TF1 program must have built in (``pgtwin compare
+        --dtype``); None: whatever it built.
 
     Returns:
       The :class:`~pgtwin.ladder.ParityReport`, its ``mapping_table`` set.
@@ -76,7 +79,11 @@ def compare_programs(
     report = ParityReport()
     legacy = TF1Side(tf1, inputs)
     try:
-        dtype = legacy.dtype()
+        built = legacy.dtype()
+        if dtype is not None and built != dtype:
+            raise ValueError(f"the TF1 program built {built} variables, but {dtype} was asked "
+                             "for: its factory must take a dtype argument and build in it")
+        dtype = built
         ctx = ", ".join(x for x in (context, dtype) if x)
         tol = {rung: (rtol if rtol is not None else r, atol if atol is not None else a)
                for rung, (r, a) in tolerances(dtype).items()}

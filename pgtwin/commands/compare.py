@@ -77,24 +77,29 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import numpy as np
 
-    from pgtwin.code_checks import LegacyCodeError
+    from pgtwin.code_checks import LegacyCodeError, eager_guard, explain_build_error
     from pgtwin.code_parity import compare_programs
     from pgtwin.factories import FactoryError, load_factory
     from pgtwin.programs import TF1Program, TF2Program
     from pgtwin.tf1_side import FeedError
     from pgtwin.variable_mapping import MappingError
 
-    if os.getcwd() not in sys.path:  # MODULE is looked up from here, as `python -m` does
-        sys.path.insert(0, os.getcwd())
     try:
         with np.load(args.inputs) as data:
             inputs = {k: data[k] for k in data.files}
-        tf1 = load_factory(args.tf1, TF1Program, dtype=args.dtype)
-        tf2 = load_factory(args.tf2, TF2Program, dtype=args.dtype)
+        with eager_guard():  # a module that switches eager off at import is refused there
+            tf1 = load_factory(args.tf1, TF1Program, dtype=args.dtype, what="--tf1")
+            tf2 = load_factory(args.tf2, TF2Program, dtype=args.dtype, what="--tf2")
         report = compare_programs(tf1, tf2, inputs, steps=args.steps, name_map=name_map,
-                                  init=args.init)
-    except (FactoryError, LegacyCodeError, FeedError, MappingError, LookupError,
-            ValueError, TypeError) as err:
+                                  init=args.init, dtype=args.dtype)
+    except FactoryError as err:
+        cause = err.__cause__
+        explained = cause if isinstance(cause, LegacyCodeError) else \
+            explain_build_error(cause, str(err).split(":")[0]) if cause is not None else None
+        print(f"pgtwin compare: {explained or err}", file=sys.stderr)
+        return 2
+    except (LegacyCodeError, FeedError, MappingError, LookupError, ValueError,
+            TypeError) as err:
         print(f"pgtwin compare: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
     print(report.to_json() if args.json else report.to_table())

@@ -1,0 +1,84 @@
+"""``pgtwin compare``: exit codes, table and JSON, and the setup errors' messages."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pgtwin.cli import main
+from tests import user_programs as up
+
+PROGRAMS = "tests.user_programs"
+
+
+@pytest.fixture()
+def batch_file(tmp_path):
+    path = tmp_path / "batch.npz"
+    np.savez(path, **up.make_batch())
+    return str(path)
+
+
+def run(capsys, *args):
+    code = main(["compare", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_faithful_migration_exits_0_with_the_mapping_and_the_table(capsys, batch_file):
+    code, out, _ = run(capsys, "--tf1", f"{PROGRAMS}:tf1_program", "--tf2",
+                       f"{PROGRAMS}:tf2_program", "--inputs", batch_file, "--steps", "2")
+    assert code == 0, out
+    assert "policy/fc1/weights" in out.splitlines()[2]  # the mapping table comes first
+    assert out.strip().splitlines()[-1].startswith("parity OK")
+
+
+def test_a_wrong_migration_exits_1_and_json_names_the_rung(capsys, batch_file):
+    code, out, _ = run(capsys, "--tf1", f"{PROGRAMS}:tf1_program", "--tf2",
+                       f"{PROGRAMS}:tf2_keras_epsilon", "--inputs", batch_file, "--json")
+    assert code == 1
+    report = json.loads(out)
+    assert not report["ok"] and "optimizer.epsilon" in report["summary"]
+    assert "creation order and shape" in report["mapping"]
+
+
+def test_float64_reaches_factories_that_take_a_dtype(capsys, batch_file):
+    code, out, _ = run(capsys, "--tf1", f"{PROGRAMS}:tf1_program", "--tf2",
+                       f"{PROGRAMS}:tf2_program", "--inputs", batch_file, "--dtype", "float64",
+                       "--steps", "1")
+    assert code == 0, out
+    assert "float64" in out
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("tests.user_programs", "is not MODULE:FACTORY"),
+    ("tests.no_such_module:tf1", "no module named 'tests.no_such_module'"),
+    ("tests.user_programs:nothing", "has no attribute 'nothing'"),
+    ("tests.user_programs:tf2_program", "it must return a TF1Program"),
+])
+def test_a_bad_factory_exits_2_naming_it(capsys, batch_file, spec, message):
+    code, _, err = run(capsys, "--tf1", spec, "--tf2", f"{PROGRAMS}:tf2_program",
+                       "--inputs", batch_file)
+    assert code == 2 and message in err and "--tf1" in err
+
+
+def test_a_missing_inputs_file_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", "--tf1", "a:b", "--tf2", "c:d", "--inputs", "/nonexistent.npz"])
+    assert exit_.value.code == 2
+    assert "no file '/nonexistent.npz'" in capsys.readouterr().err
+
+
+def test_a_module_that_switches_eager_off_at_import_is_refused_at_its_line(batch_file):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pgtwin", "compare", "--tf1",
+         "tests.compare_cases.switches_eager_off:tf1", "--tf2", f"{PROGRAMS}:tf2_program",
+         "--inputs", batch_file], capture_output=True, text=True, env=env, timeout=300,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert proc.returncode == 2, proc.stderr
+    assert "switches_eager_off.py:5 calls tf.compat.v1.disable_v2_behavior()" in proc.stderr
+    assert "delete the line" in proc.stderr
