@@ -289,7 +289,8 @@ class _LegacySide:
                 declared = {k: p.dtype.name for k, p in self.placeholders.items()}
                 raise TypeError(
                     f"legacy_build failed on the harness's placeholders, whose dtypes come "
-                    f"from the inputs {declared}: {err}. Declare the dtypes your TF1 code "
+                    f"from the inputs {declared}: {str(err).rstrip('.')}. Declare the dtypes "
+                    "your TF1 code "
                     "gave its placeholders with input_dtypes={'returns': 'float32', ...} "
                     "(the arrays are cast as feed_dict casts them), or hand over your own "
                     "placeholders with pgtwin.programs.TF1Program") from err
