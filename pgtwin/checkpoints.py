@@ -34,6 +34,7 @@ FORMAT = "pgtwin-checkpoint/1"
 MANIFEST = "manifest.json"
 _NAME = re.compile(r"^update_(\d{8})$")
 _TMP_PREFIX = ".tmp-"
+_ASIDE = re.compile(r"^update_\d{8}\.corrupt\d*$")
 
 
 class CheckpointError(RuntimeError):
@@ -85,6 +86,7 @@ def write_checkpoint(root: str, update: int, fill: Callable[[str], None],
     os.makedirs(root, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}update_{update:08d}-", dir=root)
     try:
+        os.chmod(tmp, _directory_mode())  # mkdtemp's 0700 would hide the run from its group
         fill(tmp)
         files = {rel: _describe(os.path.join(tmp, rel)) for rel in _files_under(tmp)}
         manifest = {"format": FORMAT, "update": int(update), "meta": meta or {}, "files": files}
@@ -169,6 +171,14 @@ def find_latest(root: str) -> tuple[Checkpoint | None, list[tuple[str, str]]]:
     return None, refused
 
 
+def set_aside_earlier(root: str) -> list[str]:
+    """Names of the checkpoints under ``root`` that an earlier resume set aside
+    (``update_N.corrupt*``), oldest first."""
+    if not os.path.isdir(root):
+        return []
+    return sorted(n for n in os.listdir(root) if _ASIDE.match(n))
+
+
 def set_aside(path: str) -> str:
     """Rename a refused checkpoint to ``<path>.corrupt`` (kept for inspection); return it."""
     target = path + ".corrupt"
@@ -207,6 +217,13 @@ def _sha256(path: str) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _directory_mode() -> int:
+    """``0o777`` less the process's umask: the mode ``os.makedirs`` would give."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o777 & ~umask
 
 
 def _fsync_file(path: str) -> None:

@@ -338,8 +338,7 @@ class _Run:
         for path, reason in refused:
             self.say(f"refusing {reason}; moved it to {checkpoints.set_aside(path)}")
         if ckpt is None:
-            raise TrainingError(f"no usable checkpoint in {root}"
-                                + ("" if refused else " (none was written)"))
+            raise TrainingError(f"no usable checkpoint in {root}" + _why_none(root, refused))
         if refused:
             self.say(f"using the previous good checkpoint {ckpt.path}")
         doc = run_checkpoint.load_state(ckpt.path)
@@ -504,6 +503,17 @@ class _Run:
                 self.say(f"also could not close {err.path}: {err.reason}")
         self.envs.close()
         self.agent.close()
+
+
+def _why_none(root: str, refused: list) -> str:
+    """Why a resume found no checkpoint: refused now, set aside earlier, or never written."""
+    if refused:
+        return ""  # each refusal was just reported
+    aside = checkpoints.set_aside_earlier(root)
+    if aside:
+        return (f": {len(aside)} were set aside as unusable by an earlier resume "
+                f"({', '.join(aside)}); nothing else is left to resume from")
+    return " (none was written)"
 
 
 def write_final_files(paths: dict[str, str], weights: dict[str, np.ndarray],
