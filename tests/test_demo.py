@@ -39,3 +39,33 @@ def test_demo_runs_both_twins_and_their_runs_coincide(tmp_path, capsys):
     assert summary["png"] == os.path.join(logdir, "learning_curves.png")
     assert open(summary["png"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert f"learning curves: {summary['png']}" in err
+
+
+def _earlier_demo(logdir: str) -> None:
+    """What an earlier demo leaves: a run (its run.json) under graph/ and eager/."""
+    for impl in ("graph", "eager"):
+        os.makedirs(os.path.join(logdir, impl))
+        with open(os.path.join(logdir, impl, "run.json"), "w") as f:
+            f.write("{}")
+
+
+def test_a_second_demo_into_the_same_logdir_is_refused_before_any_work(tmp_path, capsys):
+    logdir = str(tmp_path / "demo")
+    _earlier_demo(logdir)
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--logdir", logdir, "--no-progress"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 2
+    assert (f"pgtwin demo: error: {logdir}/graph already holds a run (an earlier demo's): pass "
+            f"--overwrite to replace the demo's runs in {logdir}, or choose another --logdir") in err
+    assert "[1/3]" not in out + err  # the parity ladder never started
+    assert "Traceback" not in err
+
+
+def test_overwrite_removes_the_earlier_runs(tmp_path):
+    from pgtwin.commands.demo import prepare_demo_logdir
+
+    logdir = str(tmp_path / "demo")
+    _earlier_demo(logdir)
+    prepare_demo_logdir(logdir, overwrite=True)
+    assert sorted(os.listdir(logdir)) == []

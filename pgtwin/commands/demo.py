@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -38,6 +39,8 @@ def add_parser(subparsers):
     p.add_argument("--dtype", choices=("float32", "float64"), default="float64",
                    help="float64 (default: the twins' runs coincide) or float32")
     p.add_argument("--logdir", default=None, help="default runs/demo__TIME")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the runs an earlier demo left in --logdir")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bars (default: only on a terminal)")
     p.add_argument("--json", action="store_true",
@@ -52,10 +55,15 @@ def run(args, parser) -> int:
     from pgtwin.defaults import defaults_for
     from pgtwin.episode_log import read_episodes
     from pgtwin.plots import Curve, save_learning_curves
-    from pgtwin.training_run import RunSettings, train
+    from pgtwin.training_run import RunSettings, TrainingError, train
     from pgtwin.twin_parity import run_ladder
 
     logdir = args.logdir or os.path.join("runs", f"demo__{time.strftime('%Y%m%d-%H%M%S')}")
+    parser = getattr(args, "command_parser", parser)
+    try:  # before the ladder's 40 s, not after
+        prepare_demo_logdir(logdir, args.overwrite)
+    except DemoLogdirError as err:
+        parser.error(str(err))
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else print
 
     say(f"[1/3] parity ladder, {ENV_ID} policy, {args.dtype}, seed {args.seed}")
@@ -75,7 +83,11 @@ def run(args, parser) -> int:
         settings = RunSettings(ENV_ID, impl, config, os.path.join(logdir, impl), seed=args.seed,
                                total_steps=args.steps, hidden=row.hidden, checkpoint_every=0,
                                progress=args.progress)
-        results[impl] = train(settings, say=say)
+        try:
+            results[impl] = train(settings, say=say)
+        except TrainingError as err:
+            print(f"pgtwin demo: error: {err}", file=sys.stderr)
+            return 1
     episodes = {impl: read_episodes(os.path.join(logdir, impl, "episodes.csv"))
                 for impl in results}
     parted = first_difference(episodes["graph"], episodes["eager"])
@@ -98,6 +110,38 @@ def run(args, parser) -> int:
                           "runs": {impl: r.summary() for impl, r in results.items()},
                           "runs_part_at_episode": parted, "png": png}))
     return 0 if ladder.ok else 1
+
+
+class DemoLogdirError(ValueError):
+    """The demo's logdir holds an earlier demo's runs, or cannot be written."""
+
+
+def prepare_demo_logdir(logdir: str, overwrite: bool) -> None:
+    """Check ``logdir`` before any work: writable, and no earlier run in its ``graph/`` and
+    ``eager/`` unless ``overwrite`` (then they are removed, once no process holds them)."""
+    from pgtwin.run_lock import RunLock, RunLockError
+    from pgtwin.run_storage import StorageError, prepare_logdir
+    from pgtwin.training_run import TrainingError, check_fresh_logdir
+
+    try:
+        prepare_logdir(logdir)
+    except StorageError as err:
+        raise DemoLogdirError(f"--logdir is not writable: {err}; nothing was run") from err
+    for impl in ("graph", "eager"):
+        run_dir = os.path.join(logdir, impl)
+        try:
+            check_fresh_logdir(run_dir)
+            continue
+        except TrainingError:
+            if not overwrite:
+                raise DemoLogdirError(
+                    f"{run_dir} already holds a run (an earlier demo's): pass --overwrite to "
+                    f"replace the demo's runs in {logdir}, or choose another --logdir") from None
+        try:
+            with RunLock(run_dir):
+                shutil.rmtree(run_dir)
+        except RunLockError as err:
+            raise DemoLogdirError(f"cannot overwrite: {err}") from err
 
 
 def rung_lines(report) -> list[str]:
