@@ -101,7 +101,7 @@ def make_vec_env(
     if vectorization != "vector":
         envs.set_attr("env_index", list(range(int(num_envs))))
     try:
-        _check_spaces(env_id, envs)
+        check_spaces(env_id, envs.single_observation_space, envs.single_action_space)
         _check_autoreset(env_id, envs)
     except ValueError:
         envs.close()
@@ -121,14 +121,29 @@ def make_vec_env(
     return envs
 
 
-def _check_spaces(env_id: str, envs: gymnasium.vector.VectorEnv) -> None:
+def env_spaces_check(env_id: str) -> None:
+    """Raise ValueError unless ``env_id`` is registered with spaces pgtwin supports.
+
+    One plain env is made and closed: cheap next to the TensorFlow import a run needs, so
+    ``pgtwin train`` refuses an unsupported env before importing TensorFlow.
+    """
+    try:
+        gymnasium.spec(env_id)
+    except gymnasium.error.Error as err:
+        raise ValueError(f"unknown env id {env_id!r} ({err}); {SUPPORTED_HINT}") from err
+    env = gymnasium.make(env_id)
+    try:
+        check_spaces(env_id, env.observation_space, env.action_space)
+    finally:
+        env.close()
+
+
+def check_spaces(env_id: str, obs_space: spaces.Space, act_space: spaces.Space) -> None:
     """Raise ValueError unless observations are Box and actions Discrete or Box."""
-    obs_space = envs.single_observation_space
     if not isinstance(obs_space, spaces.Box):
         raise ValueError(
             f"{env_id!r} has observation space {obs_space}, which is not a Box; {SUPPORTED_HINT}"
         )
-    act_space = envs.single_action_space
     if not isinstance(act_space, (spaces.Discrete, spaces.Box)):
         raise ValueError(
             f"{env_id!r} has action space {act_space}, which is neither Discrete nor Box; "

@@ -286,12 +286,26 @@ def settings_from_args(args, parser):
 
 
 # ---------------------------------------------------------------- run
+def check_env(settings, parser) -> None:
+    """Import the env's module and check its spaces, without TensorFlow; exit 2 if refused."""
+    from pgcommon.envs import env_spaces_check
+    from pgtwin.training_run import import_env_module
+
+    try:
+        if settings.env_module:
+            import_env_module(settings.env_module)
+        env_spaces_check(settings.env_id)
+    except ValueError as err:
+        parser.error(str(err))
+
+
 def run(args, parser) -> int:
     """Train; print the summary (``--json``: one JSON line last on stdout)."""
     from pgtwin.training_run import TrainingError, train
 
     parser = getattr(args, "command_parser", parser)
     settings, resume = settings_from_args(args, parser)
+    check_env(settings, parser)  # before TensorFlow is imported: a refusal is immediate
     from pgtwin.distributed_run import is_distributed_run
 
     if (getattr(args, "strategy", None) or getattr(args, "cpu_replicas", None)

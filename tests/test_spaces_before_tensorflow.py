@@ -1,0 +1,47 @@
+"""``pgtwin train`` refuses an env with unsupported spaces before it imports TensorFlow
+(issue 17, item 8): the refusal is exit 2 with the spaces named, and ``tensorflow`` is not
+in ``sys.modules`` when it comes (checked in a fresh interpreter, where nothing else has
+imported it).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = {
+    "Blackjack-v1": "'Blackjack-v1' has observation space Tuple",
+    "tests.cli_envs:DictObsCartPole-v0": "has observation space Dict",
+    "tests.cli_envs:MultiDiscreteCartPole-v0": "has action space MultiDiscrete([2 2]), which is "
+                                               "neither Discrete nor Box",
+}
+PROBE = """
+import contextlib, io, json, sys
+from pgtwin.cli import main
+out = {}
+for env_id in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            main(["train", "--env", env_id, "--logdir", sys.argv[2] + "/" + env_id])
+            code = 0
+        except SystemExit as exit_info:
+            code = exit_info.code
+    out[env_id] = [code, err.getvalue(), "tensorflow" in sys.modules]
+print(json.dumps(out))
+"""
+
+
+def test_unsupported_spaces_are_refused_before_tensorflow_is_imported(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(CASES)), str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    for env_id, message in CASES.items():
+        code, err, tf_imported = results[env_id]
+        assert code == 2, (env_id, err)
+        assert "pgtwin train: error:" in err and message in err, (env_id, err)
+        assert not tf_imported, f"{env_id}: refused only after importing TensorFlow"
+    assert not os.listdir(tmp_path)  # nothing written either
