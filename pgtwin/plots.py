@@ -35,12 +35,30 @@ def save_learning_curves(path: str, curves: list[Curve], title: str,
                          mark: tuple[float, str] | None = None) -> str:
     """Plot each curve's episode returns (faint) and their trailing mean over ``window``.
 
+    The figure is :func:`learning_curve_figure`'s. The file is written to a temporary name
+    and renamed, so ``path`` is never half a PNG.
+    """
+    fig = learning_curve_figure(curves, title, threshold, window, side_by_side, mark)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=100)
+    os.replace(tmp, path)
+    return path
+
+
+def learning_curve_figure(curves: list[Curve], title: str, threshold: float | None = None,
+                          window: int = 100, side_by_side: bool = False,
+                          mark: tuple[float, str] | None = None):
+    """The learning-curve ``matplotlib.figure.Figure`` (Agg canvas attached).
+
     With ``side_by_side`` each curve gets its own panel (shared axes), else all share one.
-    ``mark = (env_step, label)`` draws a labelled vertical line on every panel.
-    The file is written to a temporary name and renamed, so ``path`` is never half a PNG.
+    ``mark = (env_step, label)`` draws a labelled vertical line on every panel. Env steps
+    are labelled in engineering form (``150k``, ``1.2M``): plain integers of six or more
+    digits ran together on a 5.5-inch panel.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter, MaxNLocator
 
     panels = len(curves) if side_by_side else 1
     fig = Figure(figsize=(5.5 * panels, 4), layout="constrained")
@@ -61,12 +79,10 @@ def save_learning_curves(path: str, curves: list[Curve], title: str,
         if mark is not None:
             ax.axvline(mark[0], color="black", linestyle=":", linewidth=1, label=mark[1])
         ax.set_xlabel("env steps")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
     axes[0].set_ylabel("episode return")
     fig.suptitle(title)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=100)
-    os.replace(tmp, path)
-    return path
+    return fig
