@@ -24,7 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pgtwin {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"pgtwin.commands.{name}").add_parser(sub)
+        command = importlib.import_module(f"pgtwin.commands.{name}").add_parser(sub)
+        # Errors a command raises after parsing (parser.error) name the subcommand, as
+        # argparse's own do: "pgtwin convert-checkpoint: error: ...", not "pgtwin: error:".
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -35,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "run", None) is None:
         parser.print_help()
         return 0
-    return int(args.run(args, parser) or 0)
+    return int(args.run(args, getattr(args, "command_parser", parser)) or 0)
 
 
 if __name__ == "__main__":
