@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import traceback
 from collections.abc import Iterator
 
 import tensorflow as tf
+
+from pgtwin.tf_patches import replaced
 
 tf1 = tf.compat.v1
 
@@ -58,51 +59,26 @@ def _refusal(name: str, where: str) -> EagerSwitchedOffError:
 def eager_guard() -> Iterator[None]:
     """Run the user's import or build refusing calls that switch eager execution off.
 
-    The refusal is raised at the call, so its traceback ends in the user's line. TF holds
-    each function under several module objects (``tensorflow.compat.v1``, its API wrapper,
-    the implementation module; importing ``tf_keras`` adds wrappers), so every
-    ``tensorflow*`` module holding the function is patched, and restored after.
+    The refusal is raised at the call, so its traceback ends in the user's line.
+    ``tf.reset_default_graph()``, which old scripts start with, does nothing inside: the
+    graph the harness builds in is new (and TF refuses to reset a graph entered with
+    ``as_default()``, which is how the harness runs them).
     """
-    patched = []
-    for name in _SWITCHES:
-        original = getattr(tf1, name)
-        if getattr(original, "_pgtwin_refusal", False):  # nested guard: already refused
-            continue
-        refusal = _refuse(name)
-        for module in _holders(name, original):
-            setattr(module, name, refusal)
-            patched.append((module, name, original))
-    try:
+    with contextlib.ExitStack() as stack:
+        for name in _SWITCHES:
+            stack.enter_context(replaced(name, lambda _original, n=name: _refuse(n)))
+        stack.enter_context(replaced("reset_default_graph", lambda _original: _keep_graph))
         yield
-    finally:
-        for module, name, original in reversed(patched):
-            setattr(module, name, original)
 
 
 def _refuse(name: str):
     def call(*_args, **_kwargs):
         raise _refusal(name, _caller())
-    call._pgtwin_refusal = True
     return call
 
 
-def _holders(name: str, original: object) -> list[object]:
-    """Every loaded ``tensorflow*`` module (or API wrapper) whose ``name`` is ``original``.
-
-    Reads module dicts only, so no lazily loaded module is imported by looking.
-    """
-    out = []
-    for key, module in list(sys.modules.items()):
-        if module is None or not key.startswith("tensorflow"):
-            continue
-        own = object.__getattribute__(module, "__dict__")
-        wrapped = own.get("_tfmw_wrapped_module")
-        if own.get(name) is original or (
-                wrapped is not None and vars(wrapped).get(name) is original):
-            out.append(module)
-    if tf1 not in out and vars(tf1).get(name, original) is original:
-        out.append(tf1)
-    return out
+def _keep_graph() -> None:
+    """``tf.reset_default_graph()`` during the user's build: nothing to reset."""
 
 
 def require_eager(what: str) -> None:

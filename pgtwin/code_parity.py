@@ -194,7 +194,8 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, ste
     rows = _step_setup(legacy, eager, optimizer, dtype, ctx)
     if any(not r.ok and r.item == "train step" for r in rows):
         return rows
-    tf1_kind, tf1_settings = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed)
+    tf1_kind, tf1_settings = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed,
+                                           legacy.variables.values())
     hint = ""
     if eager.optimizer is not None:
         kind, settings = keras_optimizer(eager.optimizer)

@@ -53,18 +53,20 @@ def _op_kind(op_type: str) -> str | None:
     return base if base in _TF1_OPS else None
 
 
-def tf1_optimizer(train_op: Any, session: Any, feed: Mapping | None = None
-                  ) -> tuple[str, dict[str, float]]:
+def tf1_optimizer(train_op: Any, session: Any, feed: Mapping | None = None,
+                  variables: Any = None) -> tuple[str, dict[str, float]]:
     """``(kind, settings)`` of the optimizer ops ``train_op`` runs (``("none", {})`` if none).
 
-    Every ``Apply*`` op under ``train_op`` is read; when they disagree (two optimizers in
-    one ``train_op``) the kind is ``"mixed: ..."``.
+    ``variables``: only the apply ops that update these (the compared ones) are read, so a
+    critic's optimizer in the same ``train_op`` is left out. When the ops read disagree
+    (two optimizers on the compared variables) the kind is ``"mixed: ..."``.
     """
     start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
+    targets = {v.op for v in variables} if variables is not None else set()
     seen, stack, applies = {start}, [start], []
     while stack:
         op = stack.pop()
-        if _op_kind(op.type):
+        if _op_kind(op.type) and (variables is None or op.inputs[0].op in targets):
             applies.append(op)
         for parent in [t.op for t in op.inputs] + list(op.control_inputs):
             if parent not in seen:

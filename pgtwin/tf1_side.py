@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from pgtwin.code_checks import LegacyCodeError, eager_guard, explain_build_error, require_eager
 from pgtwin.programs import TF1Program, resolve
+from pgtwin.tf_patches import replaced
 from pgtwin.variable_mapping import VariableInfo
 
 tf1 = tf.compat.v1
@@ -35,9 +36,9 @@ class FeedError(ValueError):
 def tf1_variables(ref: bool = False) -> Iterator[None]:
     """TF1 variable semantics for the code built inside (graph mode only).
 
-    * ``tf.Variable(0, name="global_step")`` joins the ``GLOBAL_STEP`` collection, so
-      ``tf.train.get_global_step()`` finds it as TF 1.x did (TF2's resource variables
-      otherwise make ``global_step:0`` a resource handle, which it refuses);
+    * ``tf.train.get_global_step()`` also finds a ``tf.Variable(0, name="global_step")``
+      made by hand, as TF 1.x did (TF2's resource variables make ``global_step:0`` a
+      resource handle, which it refuses with "does not have integer type");
     * ``ref``: TF1's ref variables instead of resource ones. Their reads alias the buffer
       that a ``train_op`` updates in place, so gradients read half-updated weights and
       parity after a step is not exact; use it only for code that needs refs.
@@ -49,21 +50,22 @@ def tf1_variables(ref: bool = False) -> Iterator[None]:
     if ref:
         tf1.disable_resource_variables()
     try:
-        with tf1.variable_creator_scope(_register_global_step):
+        with replaced("train.get_global_step", _finding_hand_made_step):
             yield
     finally:
         (tf1.enable_resource_variables if was else tf1.disable_resource_variables)()
 
 
-def _register_global_step(next_creator: Any, **kwargs: Any) -> Any:
-    """A variable creator: an integer top-level ``global_step`` joins ``GLOBAL_STEP``."""
-    variable = next_creator(**kwargs)
-    graph = tf1.get_default_graph()
-    key = tf1.GraphKeys.GLOBAL_STEP
-    if (variable.op.name == "global_step" and variable.dtype.base_dtype.is_integer
-            and not graph.get_collection(key)):
-        graph.add_to_collection(key, variable)
-    return variable
+def _finding_hand_made_step(original: Any) -> Any:
+    """``get_global_step`` that also finds an integer top-level ``global_step`` variable."""
+    def get_global_step(graph: Any = None) -> Any:
+        graph = graph or tf1.get_default_graph()
+        if not graph.get_collection(tf1.GraphKeys.GLOBAL_STEP):
+            for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES):
+                if v.op.name == "global_step" and v.dtype.base_dtype.is_integer:
+                    return v
+        return original(graph)
+    return get_global_step
 
 
 def cast_feed(key: str, value: Any, placeholder: tf.Tensor) -> np.ndarray:
@@ -141,14 +143,13 @@ class TF1Side:
                 raise explained from err
             raise
         require_eager(f"{what}.build")
-        g = self.graph
+        self.loss = _tensor(resolve(self.obj, program.loss, f"{what}.loss", self.graph),
+                            f"{what}.loss")
+        # Code that makes a tf.Graph of its own (self.graph = tf.Graph()) is run in it.
+        self.graph = g = self.loss.graph
         self.placeholders = {key: _tensor(resolve(self.obj, ref, f"{what}.feeds[{key!r}]", g),
                                           f"{what}.feeds[{key!r}]")
                              for key, ref in program.feeds.items()}
-        self.loss = _tensor(resolve(self.obj, program.loss, f"{what}.loss", g), f"{what}.loss")
-        if self.loss.graph is not g:
-            raise ValueError(f"{what}.loss is a tensor of another graph: build() must make "
-                             "its graph in the default graph (no tf.Graph() of its own)")
         if self.loss.shape.rank not in (0, None):
             raise ValueError(f"{what}.loss {self.loss.name!r} has shape {self.loss.shape}: "
                              "the loss must be a scalar (reduce it as the train_op does)")

@@ -286,3 +286,37 @@ def test_the_keras_model_owns_the_loaded_values_after_comparison():
     compare_programs(up.tf1_program(), program, BATCH, steps=0)
     assert isinstance(holder["agent"].model, keras.Sequential)
     assert len(holder["agent"].model.trainable_variables) == 4
+
+
+class OwnGraphPolicy(up.PolicyGradient):
+    """Old code that makes a graph of its own and starts by resetting the default graph."""
+
+    def __init__(self):
+        tf1.reset_default_graph()
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            super().__init__()
+
+
+def test_code_with_a_graph_of_its_own_and_reset_default_graph_runs_as_it_is():
+    program = dataclasses.replace(up.tf1_program(), build=OwnGraphPolicy)
+    report = compare_programs(program, up.tf2_program(), BATCH, steps=1)
+    assert report.ok, report.to_table()
+
+
+class TwoOptimizers(up.PolicyGradient):
+    """The critic's optimizer (another learning rate) in the same, grouped train_op."""
+
+    def __init__(self):
+        super().__init__()
+        critic_step = tf1.train.AdamOptimizer(0.5).minimize(
+            self.value_loss, var_list=tf1.trainable_variables("critic"))
+        self.train_op = tf.group(self.train_op, critic_step)
+
+
+def test_only_the_compared_variables_optimizer_is_read_from_the_train_op():
+    program = dataclasses.replace(up.tf1_program(), build=TwoOptimizers)
+    report = compare_programs(program, up.tf2_program(), BATCH, steps=1)
+    assert report.ok, report.to_table()
+    lr = next(r for r in report.rows if r.item == "optimizer.learning_rate")
+    assert lr.max_abs == 0.0  # 0.01 on both sides, not the critic's 0.5
