@@ -83,7 +83,13 @@ class ReinforceAgent:
         # No AutoGraph: these bodies branch on tensors only through explicit tf.cond, and
         # converting them (and the Keras optimizer code they call) is about a second of
         # start-up, most of a CartPole run's set-up time.
-        function = functools.partial(tf.function, autograph=False)
+        # Each agent's functions trace once. TF's retracing detector counts traces by the
+        # method's code, across instances, so every agent after the fifth (the parity
+        # ladder builds dozens) was reported as "retracing"; a partial per agent is its
+        # own key, so only a real retrace of one agent's function would be.
+        def function(method, **kwargs):
+            return tf.function(functools.partial(method), autograph=False, **kwargs)
+
         self._dist_params_fn = function(self._params, input_signature=[s["obs"]])
         self._log_prob_fn = function(self._log_prob, input_signature=[s["obs"], s["actions"]])
         self._loss_fn = function(self._loss_and_grads, input_signature=batch_sig)

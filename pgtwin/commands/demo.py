@@ -55,6 +55,7 @@ def run(args, parser) -> int:
     from pgtwin.defaults import defaults_for
     from pgtwin.episode_log import read_episodes
     from pgtwin.plots import Curve, save_learning_curves
+    from pgtwin.tensorflow_startup import import_tensorflow
     from pgtwin.training_run import RunSettings, TrainingError, train
     from pgtwin.twin_parity import run_ladder
 
@@ -64,6 +65,7 @@ def run(args, parser) -> int:
         prepare_demo_logdir(logdir, args.overwrite)
     except DemoLogdirError as err:
         parser.error(str(err))
+    import_tensorflow()
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else print
 
     say(f"[1/3] parity ladder, {ENV_ID} policy, {args.dtype}, seed {args.seed}")

@@ -36,6 +36,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Run the ladders, print the result, return the exit code."""
+    from pgtwin.tensorflow_startup import import_tensorflow
+
+    import_tensorflow()  # before pgtwin.ladder imports it, so its start-up lines are filtered
     from pgtwin.ladder import RUNGS
     from pgtwin.twin_parity import POLICY_KINDS, run_ladder, rung_summary
 

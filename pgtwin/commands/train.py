@@ -301,11 +301,13 @@ def check_env(settings, parser) -> None:
 
 def run(args, parser) -> int:
     """Train; print the summary (``--json``: one JSON line last on stdout)."""
+    from pgtwin.tensorflow_startup import import_tensorflow
     from pgtwin.training_run import TrainingError, train
 
     parser = getattr(args, "command_parser", parser)
     settings, resume = settings_from_args(args, parser)
     check_env(settings, parser)  # before TensorFlow is imported: a refusal is immediate
+    import_tensorflow()
     from pgtwin.distributed_run import is_distributed_run
 
     if (getattr(args, "strategy", None) or getattr(args, "cpu_replicas", None)
