@@ -9,20 +9,26 @@ A figure that records ``env_steps`` (the iteration group) also gets env-steps pe
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
 QUICK_OPTIONS = ("--benchmark-min-rounds=3", "--benchmark-max-time=0.1",
                  "--benchmark-warmup=off")
-"""A few rounds per figure: every suite in well under two minutes, figures rougher."""
+"""A few rounds per figure: rougher figures, but not a quick run. Every case still builds
+its agents and XLA-compiles its functions, which is most of the time: the whole quick run
+took 589 s on 2 cores (docs/benchmarks.md). ``QUICK_ESTIMATE`` is what the CLI says."""
+QUICK_ESTIMATE = "about 10 minutes on 2 cores (589 s measured); -k EXPR runs a subset"
 FULL_OPTIONS = ("--benchmark-min-rounds=10", "--benchmark-max-time=1.0",
                 "--benchmark-warmup=on", "--benchmark-warmup-iterations=3")
 """At least ten rounds and about a second per figure."""
@@ -67,7 +73,7 @@ def benchmarks_dir() -> str:
 def pytest_command(json_path: str, quick: bool, keyword: str | None = None,
                    paths: list[str] | None = None) -> list[str]:
     """The child ``pytest`` command line that writes pytest-benchmark's JSON to ``json_path``."""
-    cmd = [sys.executable, "-m", "pytest", *(paths or [benchmarks_dir()]), "-q",
+    cmd = [sys.executable, "-m", "pytest", *(paths or [benchmarks_dir()]), "-v",
            "-p", "no:cacheprovider", "--benchmark-enable", f"--benchmark-json={json_path}",
            "--benchmark-columns=median,iqr,rounds", "--benchmark-sort=name",
            *(QUICK_OPTIONS if quick else FULL_OPTIONS)]
@@ -76,10 +82,55 @@ def pytest_command(json_path: str, quick: bool, keyword: str | None = None,
     return cmd
 
 
+class SuiteProgress:
+    """Turns the child pytest's ``-v`` lines into one line per suite file as it finishes.
+
+    ``say(text)`` gets e.g. ``[2/6] test_update.py: 12 benchmarks in 143.0 s``; ``files``
+    is the number of suite files (for ``[i/n]``; None leaves it out).
+    """
+
+    _RESULT = re.compile(r"^(?:\S*/)?(test_\w+\.py)::\S+ (PASSED|FAILED|ERROR)")
+
+    def __init__(self, say, files: int | None = None, clock=time.monotonic):
+        self.say, self.files, self.clock = say, files, clock
+        self.current: str | None = None
+        self.count = self.done = 0
+        self.started = self.clock()
+
+    def line(self, text: str) -> None:
+        """One line of the child's output."""
+        match = self._RESULT.match(text)
+        if match is None:
+            return
+        if match.group(1) != self.current:
+            self.finish()
+            self.current, self.count = match.group(1), 0
+        self.count += 1
+
+    def finish(self) -> None:
+        """Report the suite file in progress, if any."""
+        if self.current is None:
+            return
+        self.done += 1
+        now = self.clock()
+        of = f"/{self.files}" if self.files else ""
+        self.say(f"[{self.done}{of}] {self.current}: {self.count} benchmarks in "
+                 f"{now - self.started:.1f} s")
+        self.current, self.started = None, now
+
+
+def suite_files(paths: list[str] | None = None) -> list[str]:
+    """The suite files the child pytest will run (``benchmarks/test_*.py`` by default)."""
+    if paths:
+        return [p for p in paths if os.path.basename(p).startswith("test_")]
+    return sorted(glob.glob(os.path.join(benchmarks_dir(), "test_*.py")))
+
+
 def run_suites(quick: bool, keyword: str | None = None, paths: list[str] | None = None,
-               echo=None) -> dict[str, Any]:
+               echo=None, progress=None) -> dict[str, Any]:
     """Run the suites in a child pytest and return pytest-benchmark's JSON document.
 
+    ``progress(text)`` gets a line as each suite file finishes (:class:`SuiteProgress`).
     Raises ``RuntimeError`` with pytest's output tail if a benchmark fails (a failing body
     is a bug, not a slow figure) or if nothing was measured.
     """
@@ -87,13 +138,22 @@ def run_suites(quick: bool, keyword: str | None = None, paths: list[str] | None 
         json_path = os.path.join(tmp, "benchmarks.json")
         cmd = pytest_command(json_path, quick, keyword, paths)
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
-        proc = subprocess.run(cmd, cwd=repo_root(), env=env, capture_output=True, text=True)
+        tracker = SuiteProgress(progress or (lambda text: None),
+                                None if keyword else len(suite_files(paths)))
+        out = []
+        with subprocess.Popen(cmd, cwd=repo_root(), env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) as proc:
+            for text in proc.stdout:
+                out.append(text)
+                tracker.line(text)
+        tracker.finish()
+        stdout = "".join(out)
         if echo is not None:
-            echo(proc.stdout)
+            echo(stdout)
         if proc.returncode == 5:  # pytest: no test collected or all deselected
             raise RuntimeError(f"no benchmark matched (pytest -k {keyword!r})")
         if proc.returncode != 0 or not os.path.exists(json_path):
-            tail = (proc.stdout + proc.stderr)[-4000:]
+            tail = stdout[-4000:]
             raise RuntimeError(f"benchmark run failed (pytest exit {proc.returncode}):\n{tail}")
         with open(json_path) as f:
             doc = json.load(f)

@@ -101,7 +101,8 @@ def test_bench_end_to_end_quick(tmp_path, capsys):
     out_json, out_png, out_md = (str(tmp_path / n) for n in ("b.json", "b.png", "b.md"))
     code = main(["bench", "--quick", "-k", "test_policy_step and (graph-1 or function-1)",
                  "--json", out_json, "--plot", out_png, "--markdown", out_md])
-    stdout = capsys.readouterr().out
+    captured = capsys.readouterr()
+    stdout = captured.out
     assert code == 0
     with open(out_json) as f:
         doc = json.load(f)
@@ -115,6 +116,8 @@ def test_bench_end_to_end_quick(tmp_path, capsys):
     assert doc["command"].startswith("pgtwin bench --quick -k ")
     assert doc["machine"]["cores"] == os.cpu_count()
     assert "policy step: 1 obs (CartPole-v1)" in stdout and "cores" in stdout
+    err = captured.err
+    assert "[1] test_policy_step.py: 2 benchmarks in " in err, err
     with open(out_png, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     with open(out_md) as f:
@@ -125,3 +128,27 @@ def test_bench_end_to_end_quick(tmp_path, capsys):
 def test_bench_without_a_match_fails_with_a_message(capsys):
     assert main(["bench", "--quick", "-k", "no_such_benchmark_xyz"]) == 1
     assert "no benchmark matched (pytest -k 'no_such_benchmark_xyz')" in capsys.readouterr().err
+
+
+def test_suite_progress_says_a_line_per_suite_file():
+    # Hand-made ``pytest -v`` lines; a clock that advances 10 s per reading.
+    ticks = iter(range(0, 1000, 10))
+    said = []
+    tracker = bench.SuiteProgress(said.append, files=2, clock=lambda: next(ticks))
+    for line in ["collecting ... collected 3 items",
+                 "benchmarks/test_update.py::test_update[graph-256] PASSED    [ 33%]",
+                 "benchmarks/test_update.py::test_update[eager-256] PASSED    [ 66%]",
+                 "benchmarks/test_policy_step.py::test_policy_step[graph-1] PASSED [100%]",
+                 "---- benchmark: 3 tests ----"]:
+        tracker.line(line)
+    tracker.finish()
+    assert said == ["[1/2] test_update.py: 2 benchmarks in 10.0 s",
+                    "[2/2] test_policy_step.py: 1 benchmarks in 10.0 s"]
+
+
+def test_quick_mode_says_the_time_it_takes(capsys):
+    assert "589 s measured" in bench.QUICK_ESTIMATE
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--quick" in help_text and "about a minute" not in help_text

@@ -11,6 +11,7 @@ import argparse
 import json
 import shlex
 import sys
+import time
 
 HELP = "time both twins (graph, eager, tf.function) and print ratios to the TF1 Session twin"
 
@@ -23,7 +24,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                            "figures are its medians. The machine is named in the output: "
                            "timings on a loaded machine are noisy, ratios less so.")
     p.add_argument("--quick", action="store_true",
-                   help="few rounds per figure (about a minute in all; rougher figures)")
+                   help="few rounds per figure (rougher figures; set-up still dominates: "
+                        "see the time it says when it starts)")
     p.add_argument("--json", metavar="FILE", default=None,
                    help="write every figure (group, name, median, ratio, ...) and the machine")
     p.add_argument("--plot", metavar="FILE.png", default=None,
@@ -54,13 +56,19 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(f"--plot: expected a .png file name, got {args.plot!r}")
     command = command_line(args)
     machine = bench.machine_info()
-    print(f"pgtwin bench: running {bench.benchmarks_dir()} "
-          f"({'quick' if args.quick else 'full'} mode)...", file=sys.stderr, flush=True)
+    how = (f"quick mode: {bench.QUICK_ESTIMATE}" if args.quick
+           else "full mode: several times the quick mode's time")
+    print(f"pgtwin bench: running {bench.benchmarks_dir()} ({how}); a line per suite file "
+          "as it finishes...", file=sys.stderr, flush=True)
+    start = time.monotonic()
     try:
-        doc = bench.run_suites(args.quick, args.keyword)
+        doc = bench.run_suites(args.quick, args.keyword,
+                               progress=lambda text: print(f"pgtwin bench: {text}",
+                                                           file=sys.stderr, flush=True))
     except (RuntimeError, FileNotFoundError) as err:
         print(f"pgtwin bench: {err}", file=sys.stderr)
         return 1
+    print(f"pgtwin bench: measured in {time.monotonic() - start:.0f} s", file=sys.stderr)
     machine["load_average_after"] = bench.machine_info()["load_average"]
     figs = bench.figures(doc)
     print(bench.machine_line(machine))
