@@ -135,6 +135,9 @@ class RunResult:
     threshold: float | None
     logdir: str
     resumed_from: str | None = None
+    resume_exact: bool = True
+    """Whether the checkpoints hold the env state (False: a resume reseeds the envs, so it
+    continues correctly but not identically; said on stderr when the run starts)."""
     skipped_updates: int = 0
     """Updates skipped (weights untouched), for any reason."""
     skipped_by_reason: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -310,6 +313,7 @@ class _Run:
         self.writer = None
         self.last_checkpoint: str | None = None
         self.resumed_from: str | None = None
+        self.snapshot_problem: str | None = None
         self.snapshotable = self._check_snapshot()
 
     def _check_snapshot(self) -> bool:
@@ -320,7 +324,15 @@ class _Run:
             if self.settings.deterministic:
                 raise TrainingError(f"--deterministic needs an env whose state can be "
                                     f"checkpointed: {err}") from err
+            self.snapshot_problem = str(err)
             return False
+
+    def _say_reseed_fallback(self) -> None:
+        """The env state cannot go into checkpoints: say so before the run relies on them."""
+        if not self.snapshotable and self.settings.checkpoint_every:
+            self.say(f"{self.settings.env_id}: the env's state cannot be checkpointed "
+                     f"({self.snapshot_problem}); a --resume of this run will continue with "
+                     "reseeded envs, not exactly (resume_exact: false in the summary)")
 
     # ------------------------------------------------------------------ start / resume
     def start(self) -> None:
@@ -329,6 +341,7 @@ class _Run:
             write_settings(self.paths, self.settings)
         with writing(self.paths["episodes"]):
             self.log = EpisodeLog(self.paths["episodes"])
+        self._say_reseed_fallback()
 
     def resume(self) -> None:
         root = self.paths["checkpoints"]
@@ -488,6 +501,7 @@ class _Run:
             solved=p.solved_at_update is not None, solved_at_env_steps=p.solved_at_env_steps,
             solved_at_wall_s=None if p.solved_at_wall_s is None else round(p.solved_at_wall_s, 4),
             threshold=self.threshold, logdir=s.logdir, resumed_from=self.resumed_from,
+            resume_exact=self.snapshotable,
             skipped_updates=p.skipped_updates, skipped_by_reason=dict(p.skipped_by_reason))
 
     def close(self) -> None:

@@ -18,6 +18,8 @@ which registers them).
   (the rollout's check passes) but past float32's range, so a float32 loss without return
   normalisation is not finite.
 * ``MultiDiscreteCartPole-v0`` / ``DictObsCartPole-v0``: spaces pgtwin does not support.
+* ``UnpicklableCartPole-v0``: CartPole holding a lambda, so its state cannot be pickled
+  into a checkpoint (a resume reseeds it).
 """
 from __future__ import annotations
 
@@ -124,6 +126,14 @@ class DictObsCartPole(CartPoleEnv):
         self.observation_space = gymnasium.spaces.Dict({"state": self.observation_space})
 
 
+class UnpicklableCartPole(CartPoleEnv):
+    """CartPole with an attribute pickle refuses."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hook = lambda: None
+
+
 def _register(env_id: str, entry_point, **kwargs) -> None:
     if env_id not in gymnasium.registry:
         gymnasium.register(env_id, entry_point=entry_point, max_episode_steps=500, **kwargs)
@@ -138,3 +148,4 @@ _register("ShapeShiftCartPole-v0", ShapeShiftCartPole)
 _register("HugeRewardCartPole-v0", HugeRewardCartPole)
 _register("MultiDiscreteCartPole-v0", MultiDiscreteCartPole)
 _register("DictObsCartPole-v0", DictObsCartPole)
+_register("UnpicklableCartPole-v0", UnpicklableCartPole)
