@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from pgtwin.ladder import RUNGS
+from pgtwin.ladder import TWIN_RUNGS
 from pgtwin.twin_parity import POLICY_KINDS, RTOL, run_ladder
 
-FIXED_RUNGS = RUNGS[:5]
+FIXED_RUNGS = TWIN_RUNGS[:5]
 kinds = pytest.mark.parametrize("kind", tuple(POLICY_KINDS))
 dtypes = pytest.mark.parametrize("dtype", ("float32", "float64"))
 

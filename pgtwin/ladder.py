@@ -14,6 +14,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 RUNGS = ("initialisation", "variables", "outputs", "loss", "gradients", "weights", "training")
+#: The twins' ladder: both are built from one spec and one set of numpy weights, so their
+#: initial values are equal by construction and there is no initialisation rung.
+TWIN_RUNGS = RUNGS[1:]
 
 
 @dataclass(frozen=True)

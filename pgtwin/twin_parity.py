@@ -38,7 +38,7 @@ from pgcommon.envs import make_vec_env
 from pgcommon.loop import iterate_training
 from pgcommon.rollout import Batch, collect
 from pgcommon.specs import PolicySpec, init_weights, spec_for_env
-from pgtwin.ladder import RUNGS, ParityReport, Row, compare_arrays, errors
+from pgtwin.ladder import TWIN_RUNGS, ParityReport, Row, compare_arrays, errors
 from pgtwin.twins import agent_class
 
 DTYPES = ("float32", "float64")
@@ -132,7 +132,7 @@ class TwinPair:
 
 
 def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
-               rungs: tuple[str, ...] = RUNGS, num_envs: int = 4, num_steps: int = 32,
+               rungs: tuple[str, ...] = TWIN_RUNGS, num_envs: int = 4, num_steps: int = 32,
                optimizer_steps: int = 5, training_updates: int = 20,
                eager_config: dict | None = None) -> ParityReport:
     """Run the twin ladder for one policy kind and dtype.
@@ -141,7 +141,7 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
       policy_kind: a key of ``POLICY_KINDS``.
       dtype: ``float32`` or ``float64``.
       seed: seeds the initial weights, the envs and the action sampling.
-      rungs: which rungs to run (any subset of ``pgtwin.ladder.RUNGS``), in ladder order.
+      rungs: which rungs to run (any subset of ``pgtwin.ladder.TWIN_RUNGS``), in ladder order.
       num_envs, num_steps: size of the fixed batch (rungs 2-5) and of each rollout (rung 6).
       optimizer_steps: steps on the fixed batch at rung 5.
       training_updates: collect + update iterations at rung 6.
@@ -154,9 +154,9 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
     kind = get_policy_kind(policy_kind)
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
-    unknown = [r for r in rungs if r not in RUNGS]
+    unknown = [r for r in rungs if r not in TWIN_RUNGS]
     if unknown:
-        raise ValueError(f"unknown rung(s) {unknown}: choose from {RUNGS}")
+        raise ValueError(f"unknown rung(s) {unknown}: choose from {TWIN_RUNGS}")
     if optimizer_steps < 1 or training_updates < 1:
         raise ValueError(f"optimizer_steps and training_updates must be >= 1, got "
                          f"{optimizer_steps} and {training_updates}")
@@ -166,7 +166,7 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
     changes = dict(eager_config or {})
     report = ParityReport()
 
-    fixed_rungs = [r for r in RUNGS[:5] if r in rungs]
+    fixed_rungs = [r for r in TWIN_RUNGS[:5] if r in rungs]
     if fixed_rungs:
         config = ladder_config(dtype, num_envs=num_envs, num_steps=num_steps)
         pair = TwinPair(spec, config, weights, config.replace(**changes))
@@ -374,7 +374,7 @@ def rung_summary(report: ParityReport, policy: str, dtype: str) -> list[dict]:
     so that the dicts are valid JSON.
     """
     out = []
-    for rung in RUNGS:
+    for rung in TWIN_RUNGS:
         rows = [r for r in report.rows if r.rung == rung]
         if not rows:
             continue

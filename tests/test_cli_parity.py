@@ -11,9 +11,9 @@ import pytest
 
 from pgtwin import twin_parity
 from pgtwin.cli import main
-from pgtwin.ladder import RUNGS, ParityReport, Row
+from pgtwin.ladder import TWIN_RUNGS, ParityReport, Row
 
-FIXED_RUNGS = RUNGS[:5]
+FIXED_RUNGS = TWIN_RUNGS[:5]
 ONE = ["parity", "--policy", "categorical_mlp", "--dtype", "float64", "--skip-training"]
 
 
@@ -97,7 +97,7 @@ def test_default_runs_every_policy_kind_in_both_dtypes(monkeypatch, capsys):
     capsys.readouterr()
     assert [(k, d) for k, d, _ in calls] == [(k, d) for k in twin_parity.POLICY_KINDS
                                              for d in ("float32", "float64")]
-    assert all(rungs == RUNGS for _, _, rungs in calls)
+    assert all(rungs == TWIN_RUNGS for _, _, rungs in calls)
     calls.clear()
     assert main(["parity", "--dtype", "float32", "--skip-training"]) == 0
     assert {d for _, d, _ in calls} == {"float32"}

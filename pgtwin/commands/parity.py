@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from pgtwin.tensorflow_startup import import_tensorflow
 
     import_tensorflow()  # before pgtwin.ladder imports it, so its start-up lines are filtered
-    from pgtwin.ladder import RUNGS
+    from pgtwin.ladder import TWIN_RUNGS
     from pgtwin.twin_parity import POLICY_KINDS, run_ladder, rung_summary
 
     kinds = args.policy or list(POLICY_KINDS)
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if unknown:
         parser.error(f"--policy: unknown kind(s) {unknown}; choose from {list(POLICY_KINDS)}")
     dtypes = [args.dtype] if args.dtype else list(DTYPES)
-    rungs = tuple(r for r in RUNGS if not (args.skip_training and r == "training"))
+    rungs = tuple(r for r in TWIN_RUNGS if not (args.skip_training and r == "training"))
 
     rows, summaries = [], []
     for kind in kinds:
