@@ -49,7 +49,7 @@ from pgtwin.optimizer_config import keras_optimizer, optimizer_rows, tf1_optimiz
 from pgtwin.optimizer_pairs import optimizer_factories, rounding_hint
 from pgtwin.parity_rows import DEFAULT_TOLERANCES, gradient_rows, output_rows, tolerances
 from pgtwin.programs import TF1Program, TF2Program
-from pgtwin.tf1_side import cast_feed, restated_step, tf1_variables
+from pgtwin.tf1_side import GRAPH_SEED, cast_feed, restated_step, tf1_variables
 from pgtwin.variable_mapping import kind
 
 tf1 = tf.compat.v1
@@ -276,6 +276,7 @@ class _LegacySide:
                  input_dtypes: Mapping[str, str]):
         self.graph = tf.Graph()
         with self.graph.as_default(), tf1_variables(), eager_guard():
+            tf1.set_random_seed(GRAPH_SEED)
             self.placeholders = {
                 key: tf1.placeholder(tf.as_dtype(input_dtypes.get(key, a.dtype)),
                                      [None, *a.shape[1:]] if a.ndim else [],

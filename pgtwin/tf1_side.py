@@ -26,6 +26,8 @@ from pgtwin.variable_mapping import VariableInfo
 tf1 = tf.compat.v1
 
 _VARIABLE_OPS = {"VariableV2", "Variable", "VarHandleOp"}
+#: The harness graph's seed, before the user's code runs (which may set its own).
+GRAPH_SEED = 0
 
 
 class FeedError(ValueError):
@@ -134,6 +136,9 @@ class TF1Side:
         try:
             with self.graph.as_default(), tf1_variables(program.ref_variables), \
                     eager_guard():
+                # A graph seed the user's own tf.set_random_seed overrides: unseeded random
+                # ops are refused where op determinism is on (pgtwin train --deterministic).
+                tf1.set_random_seed(GRAPH_SEED)
                 self.obj = program.build()
         except LegacyCodeError:
             raise

@@ -295,6 +295,7 @@ class OwnGraphPolicy(up.PolicyGradient):
         tf1.reset_default_graph()
         self.graph = tf.Graph()
         with self.graph.as_default():
+            tf1.set_random_seed(1)
             super().__init__()
 
 
