@@ -1,0 +1,36 @@
+"""Run directories written before the redesign (issue 13) still resume, bit for bit.
+
+tests/data/pre_redesign/{graph,eager} are CartPole-v1 runs (4 envs x 64 steps, hidden 8,
+--deterministic) written by the tree of commit 17c0483 (the shared layer still named
+``pgcommon``), stopped at 2048 env steps with their last checkpoint. The oracle
+``*_weights_after_4096_steps.npz`` is that same tree's uninterrupted 4096-step run.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pgtwin.cli import main
+
+DATA = Path(__file__).parent / "data" / "pre_redesign"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("impl", ["graph", "eager"])
+def test_a_run_written_before_the_redesign_resumes_to_the_uninterrupted_weights(
+        tmp_path, impl, capsys):
+    logdir = tmp_path / impl
+    shutil.copytree(DATA / impl, logdir)
+    code = main(["train", "--env", "CartPole-v1", "--impl", impl, "--steps", "4096",
+                 "--num-envs", "4", "--num-steps", "64", "--hidden", "8",
+                 "--checkpoint-every", "2", "--deterministic", "--resume",
+                 "--logdir", str(logdir), "--json"])
+    assert code == 0, capsys.readouterr().err
+    got = np.load(logdir / "weights.npz")
+    want = np.load(DATA / f"{impl}_weights_after_4096_steps.npz")
+    assert sorted(got.files) == sorted(want.files)
+    for name in want.files:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
