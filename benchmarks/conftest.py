@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.rollout import Batch
-from pgcommon.specs import PolicySpec, init_weights
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.rollout import Batch
+from pgtwin_core.specs import PolicySpec, init_weights
 from pgtwin.twin_parity import POLICY_KINDS, PolicyKind, fixed_batch
 from pgtwin.twins import agent_class
 

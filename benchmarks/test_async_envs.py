@@ -4,7 +4,7 @@ On ``PgtwinSlowCartPole-v0`` (CartPole plus ~0.5 ms of CPU per step, benchmarks/
 with N envs: "sync" steps the N copies one after another in this process; "async" steps
 each in its own process (gymnasium's AsyncVectorEnv), so it can use up to N cores, less
 the pipe traffic per step. The policy is a fixed numpy one, so only env stepping and
-``pgcommon.rollout.collect`` are timed. Real numbers::
+``pgtwin_core.rollout.collect`` are timed. Real numbers::
 
     python -m pytest benchmarks/test_async_envs.py --benchmark-enable \\
         --benchmark-group-by=param:num_envs --benchmark-columns=mean,stddev,rounds
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from benchmarks.slow_env import BUSY_S, ENV_ID
-from pgcommon.envs import make_vec_env
-from pgcommon.rollout import collect
-from pgcommon.specs import spec_for_env
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.rollout import collect
+from pgtwin_core.specs import spec_for_env
 
 NUM_STEPS = 32  # per env per timed call: 32 * N * 0.5 ms of busy CPU when stepped serially
 

@@ -1,8 +1,8 @@
 """Group 5, a whole iteration, reported as env-steps per second: CartPole-v1, N = 64, T = 32.
 
-``rollout``: ``pgcommon.rollout.collect`` of T x N env steps (policy calls, numpy sampling,
+``rollout``: ``pgtwin_core.rollout.collect`` of T x N env steps (policy calls, numpy sampling,
 the vector env, bookkeeping). ``iteration``: that rollout plus ``agent.update`` on it, as
-``pgcommon.loop.iterate_training`` runs them. Each round continues the previous rollout (the
+``pgtwin_core.loop.iterate_training`` runs them. Each round continues the previous rollout (the
 envs are not reset between rounds), as training does. ``extra_info['env_steps']`` is T x N, so
 env-steps/s = env_steps / time.
 """
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from benchmarks.conftest import agent_for, eager_mode, label
-from pgcommon import policy_inputs
-from pgcommon.envs import make_vec_env
-from pgcommon.rollout import collect
+from pgtwin_core import policy_inputs
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.rollout import collect
 from pgtwin.twin_parity import POLICY_KINDS
 
 KIND = "categorical_mlp"

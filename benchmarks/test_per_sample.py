@@ -27,8 +27,8 @@ from benchmarks.conftest import SEED, kind_spec, obs_batch, rollout_batch
 from eager.policy_call import direct_callable as direct_callable_eager
 from legacy_graph.per_sample import xla_compiled as xla_compiled_graph
 from legacy_graph.policy_call import direct_callable as direct_callable_graph
-from pgcommon.config import ReinforceConfig
-from pgcommon.specs import init_weights
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.specs import init_weights
 from pgtwin.twins import agent_class
 
 _AGENTS: dict[tuple, object] = {}

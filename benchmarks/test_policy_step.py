@@ -1,7 +1,7 @@
 """Group 1, the policy step: observations -> distribution parameters -> sampled actions.
 
 What a rollout pays once per env step, for one observation and for a vector of 64 (the
-CartPole-v1 categorical MLP). Sampling is the shared numpy code (``pgcommon.sampling``), the
+CartPole-v1 categorical MLP). Sampling is the shared numpy code (``pgtwin_core.sampling``), the
 same in every variant; what differs is the call into TensorFlow. Besides the three variants,
 ``function_plain`` calls the ``tf.function`` the ordinary way (``fn(obs).numpy()``), to show
 what the rollout's direct call (``eager/policy_call.py``) saves.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pgcommon import policy_inputs, sampling
+from pgtwin_core import policy_inputs, sampling
 from benchmarks.conftest import agent_for, eager_mode, label, obs_batch
 
 KIND = "categorical_mlp"

@@ -28,11 +28,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 
-from pgcommon.config import UPDATE_PATHS, ReinforceConfig
-from pgcommon.envs import make_vec_env
-from pgcommon.loop import iterate_training
-from pgcommon.rollout import collect
-from pgcommon.specs import spec_for_env
+from pgtwin_core.config import UPDATE_PATHS, ReinforceConfig
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.loop import iterate_training
+from pgtwin_core.rollout import collect
+from pgtwin_core.specs import spec_for_env
 from pgtwin.twins import IMPLS, agent_class
 
 SIZES = ((16, 128), (64, 32))

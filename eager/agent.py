@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pgcommon import policy_inputs
-from pgcommon.advantages import TrainInputs, training_inputs
-from pgcommon.baselines import EPISODIC
-from pgcommon.checkpoint_layout import agent_layout, check_layout
-from pgcommon.config import ReinforceConfig
-from pgcommon.errors import DisconnectedGradientError
-from pgcommon.rollout import Batch
-from pgcommon.specs import PolicySpec, check_weights, init_weights
+from pgtwin_core import policy_inputs
+from pgtwin_core.advantages import TrainInputs, training_inputs
+from pgtwin_core.baselines import EPISODIC
+from pgtwin_core.checkpoint_layout import agent_layout, check_layout
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.errors import DisconnectedGradientError
+from pgtwin_core.rollout import Batch
+from pgtwin_core.specs import PolicySpec, check_weights, init_weights
 
 from eager import distributions, network
 from eager.checkpoint_layout import saved_layout
@@ -151,7 +151,7 @@ class ReinforceAgent:
         return self._dist_params_call(policy_inputs.as_obs(self.spec, obs))
 
     def rollout_policy(self):
-        """The ``policy_fn`` for ``pgcommon.rollout.collect`` before the next update.
+        """The ``policy_fn`` for ``pgtwin_core.rollout.collect`` before the next update.
 
         With ``update_path='recompute'`` this is :meth:`dist_params`; with ``'cached'`` it is a
         fresh ``eager.cached.RolloutRecording`` that the next update differentiates.
@@ -202,7 +202,7 @@ class ReinforceAgent:
 
     @property
     def baseline_memory(self):
-        """The episodic baselines' earlier-batch sums (``pgcommon.baseline_memory.BaselineMemory``;
+        """The episodic baselines' earlier-batch sums (``pgtwin_core.baseline_memory.BaselineMemory``;
         None for the other baselines): part of the training state, like the optimizer's."""
         return self._baselines().memory if self.config.baseline in EPISODIC else None
 

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pgcommon.advantages import TrainInputs
-from pgcommon.recording import RecordedSteps, recorded_inputs
-from pgcommon.rollout import Batch
+from pgtwin_core.advantages import TrainInputs
+from pgtwin_core.recording import RecordedSteps, recorded_inputs
+from pgtwin_core.rollout import Batch
 
 from eager import distributions
 from eager.agent import checked_gradients

@@ -1,4 +1,4 @@
-"""The layout of a ``tf.train.Checkpoint`` in the twins' shared terms (``pgcommon.checkpoint_layout``).
+"""The layout of a ``tf.train.Checkpoint`` in the twins' shared terms (``pgtwin_core.checkpoint_layout``).
 
 Mirrors ``legacy_graph/checkpoint_layout.py``. A TF2 checkpoint keys values by object path
 (``optimizer/_trainable_variables/0/...``), not by variable name; its object graph records
@@ -13,7 +13,7 @@ import re
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from pgcommon.checkpoint_layout import CheckpointLayout
+from pgtwin_core.checkpoint_layout import CheckpointLayout
 
 _GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 

@@ -28,18 +28,18 @@ from typing import Any, Sequence
 import numpy as np
 import tensorflow as tf
 
-from pgcommon import policy_inputs
-from pgcommon.advantages import flat_returns
-from pgcommon.baselines import EPISODIC
-from pgcommon.config import ReinforceConfig
-from pgcommon.rollout import Batch
-from pgcommon.specs import PolicySpec
+from pgtwin_core import policy_inputs
+from pgtwin_core.advantages import flat_returns
+from pgtwin_core.baselines import EPISODIC
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.rollout import Batch
+from pgtwin_core.specs import PolicySpec
 
 from eager.agent import ReinforceAgent
 
 SUM = tf.distribute.ReduceOp.SUM
 
-# pgcommon.returns.normalize's default eps, which pgcommon.advantages.flat_returns uses.
+# pgtwin_core.returns.normalize's default eps, which pgtwin_core.advantages.flat_returns uses.
 NORMALIZE_EPS = 1e-8
 
 DISTRIBUTED_BASELINES = ("none", "mean", "optimal_scalar", "optimal_scalar_episodic",
@@ -302,7 +302,7 @@ class DistributedReinforceAgent(ReinforceAgent):
 
 def global_normalize(ctx: tf.distribute.ReplicaContext, returns: tf.Tensor, valid: tf.Tensor,
                      count: tf.Tensor) -> tf.Tensor:
-    """``pgcommon.returns.normalize(returns, mask=valid)`` over the valid steps of all replicas.
+    """``pgtwin_core.returns.normalize(returns, mask=valid)`` over the valid steps of all replicas.
 
     ``(R - mean) / (std + eps)`` with the population std, both from all-reduced sums; a
     constant input (global min == max) gives zeros, as in ``normalize``.

@@ -1,7 +1,7 @@
 """The episodic optimal baselines under ``tf.distribute``, from all-reduced sums.
 
 ``optimal_scalar_episodic``, ``optimal_per_param`` and ``optimal_time`` (formulas and
-decisions in ``pgcommon/baselines.py``) average over the complete episodes of the GLOBAL
+decisions in ``pgtwin_core/baselines.py``) average over the complete episodes of the GLOBAL
 batch. Each replica cuts its own batch into episodes (an env's episodes never cross
 replicas) and takes per-sample gradients of them on its copy of the weights; every sum over
 episodes is then all-reduced (``strategy.reduce(SUM)``, a collective across workers too)
@@ -14,9 +14,9 @@ before anything is divided::
     time             sum_e psi^2 a r [H, P], sum_e psi^2 [H, P], sum_e a r [H, 1]
 
 Episode e's leave-one-out baseline is then (memory + global sum - e's own term) /
-(memory + global sum - e's own term) (``pgcommon.baselines.loo_from_sums``), its mean
+(memory + global sum - e's own term) (``pgtwin_core.baselines.loo_from_sums``), its mean
 fallback (M_R + S_R - R_e) / (M_E + E - 1), where M are the earlier batches' decayed sums
-(``pgcommon/baseline_memory.py``, in raw return units): after an applied update the memory
+(``pgtwin_core/baseline_memory.py``, in raw return units): after an applied update the memory
 takes in the all-reduced sums, so every replica and worker holds the same memory. The ascent
 ``sum_e g_e (R_e - b^(-e))`` is summed per replica and all-reduced, then divided by the
 global ``sum_e T_e`` and the scale; the loss (and the entropy bonus's gradient) by the
@@ -31,11 +31,11 @@ from typing import Any, Sequence
 import numpy as np
 import tensorflow as tf
 
-from pgcommon import baselines as shared
-from pgcommon.baseline_memory import BaselineMemory, EpisodeSums
-from pgcommon.errors import NoCompleteEpisodeError
-from pgcommon.returns import discounted_returns
-from pgcommon.rollout import Batch
+from pgtwin_core import baselines as shared
+from pgtwin_core.baseline_memory import BaselineMemory, EpisodeSums
+from pgtwin_core.errors import NoCompleteEpisodeError
+from pgtwin_core.returns import discounted_returns
+from pgtwin_core.rollout import Batch
 
 from eager import collectives
 
@@ -56,7 +56,7 @@ class _Replica:
 
 class DistributedEpisodic:
     """``gradients``, ``update``, ``loss_value`` of a ``DistributedReinforceAgent`` whose
-    baseline is one of ``pgcommon.baselines.EPISODIC``."""
+    baseline is one of ``pgtwin_core.baselines.EPISODIC``."""
 
     def __init__(self, agent):
         self._agent = agent

@@ -8,7 +8,7 @@ import math
 
 import tensorflow as tf
 
-from pgcommon.specs import PolicySpec
+from pgtwin_core.specs import PolicySpec
 
 LOG_2PI = math.log(2.0 * math.pi)
 

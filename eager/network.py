@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pgcommon.specs import PolicySpec
+from pgtwin_core.specs import PolicySpec
 
 
 class PolicyVariables(tf.Module):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import keras
 
-from pgcommon.config import ReinforceConfig
+from pgtwin_core.config import ReinforceConfig
 
 
 def make_optimizer(config: ReinforceConfig) -> keras.optimizers.Optimizer:

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from pgcommon import policy_inputs, row_buckets
-from pgcommon.specs import PolicySpec
+from pgtwin_core import policy_inputs, row_buckets
+from pgtwin_core.specs import PolicySpec
 
 from eager import distributions, network
 from eager.policy_call import direct_callable
@@ -251,7 +251,7 @@ class PerSampleGradients:
     them, which fuses the ``[B, in, out]`` outer products and pfor's batched ops into a few
     loops (``analytic`` at B = 2048: 1.7x faster; the LSTM's ``vectorized``: 4x). XLA
     compiles once per input shape, so the rows are padded up to
-    ``pgcommon.row_buckets.bucket_size`` and the padding sliced off the outputs.
+    ``pgtwin_core.row_buckets.bucket_size`` and the padding sliced off the outputs.
     """
 
     def __init__(self, agent):

@@ -39,7 +39,7 @@ def direct_callable(fn: tf.types.experimental.PolymorphicFunction, executor: str
 
     Returns:
       ``call(*arrays)``: the arrays in signature order, each already of the signature's
-      dtype (validate them first, e.g. ``pgcommon.policy_inputs``); returns ``fn``'s outputs
+      dtype (validate them first, e.g. ``pgtwin_core.policy_inputs``); returns ``fn``'s outputs
       flattened (``tf.nest.flatten`` order). No gradient is recorded. Under
       ``tf.config.run_functions_eagerly(True)`` it calls ``fn`` itself, which then runs its
       Python body op by op, as that switch promises.
@@ -64,7 +64,7 @@ def policy_callable(fn: tf.types.experimental.PolymorphicFunction,
     """``call(obs) -> params``, numpy in and out, on the single-threaded executor.
 
     ``fn`` maps observations ``[B, *obs_shape]`` to one tensor; ``obs`` must already have the
-    signature's dtype and shape (see ``pgcommon.policy_inputs.as_obs``).
+    signature's dtype and shape (see ``pgtwin_core.policy_inputs.as_obs``).
     """
     call = direct_callable(fn, SINGLE_THREADED)
     return lambda obs: call(obs)[0].numpy()

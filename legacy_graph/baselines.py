@@ -5,7 +5,7 @@ pass to the pre-activations for the ghost norms ``||g_i||^2`` (``per_sample.ghos
 ``b*``, then the gradient of the REINFORCE loss with advantages ``R_i - b*`` from the same
 deltas (``per_sample.weighted_gradient``: the last step of its backward pass, the chain not
 run twice), for both torsos (the LSTM's gate layer by its sequence ghost norm). The
-episodic baselines get per-sample gradients from the twin and their formulas from ``pgcommon.baselines``; ``optimal_scalar_episodic``
+episodic baselines get per-sample gradients from the twin and their formulas from ``pgtwin_core.baselines``; ``optimal_scalar_episodic``
 then trains with an ordinary backward pass too, the per-parameter ones apply the estimated
 gradient through the agent's optimizer. All ops are built in the agent's graph on first use.
 """
@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pgcommon import baselines as shared
-from pgcommon.errors import NoCompleteEpisodeError
-from pgcommon.baseline_memory import BaselineMemory
-from pgcommon.rollout import Batch
+from pgtwin_core import baselines as shared
+from pgtwin_core.errors import NoCompleteEpisodeError
+from pgtwin_core.baseline_memory import BaselineMemory
+from pgtwin_core.rollout import Batch
 
 from legacy_graph import distributions, per_sample
 from legacy_graph.agent import checked_gradients
@@ -51,7 +51,7 @@ class BaselineUpdate:
         self._agent = agent
         self._scalar_fns = None
         self.memory = BaselineMemory(agent.config.baseline_memory)
-        """The episodic baselines' earlier batches (``pgcommon/baseline_memory.py``): read by
+        """The episodic baselines' earlier batches (``pgtwin_core/baseline_memory.py``): read by
         every estimate, added to only by an applied update."""
 
     # ------------------------------------------------------------ optimal_scalar

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pgcommon.advantages import TrainInputs
-from pgcommon.recording import RecordedSteps, recorded_inputs
-from pgcommon.rollout import Batch
+from pgtwin_core.advantages import TrainInputs
+from pgtwin_core.recording import RecordedSteps, recorded_inputs
+from pgtwin_core.rollout import Batch
 
 from legacy_graph import distributions, network
 from legacy_graph.agent import checked_gradients

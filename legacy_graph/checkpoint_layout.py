@@ -1,4 +1,4 @@
-"""The layout of a TF1 ``Saver`` checkpoint in the twins' shared terms (``pgcommon.checkpoint_layout``).
+"""The layout of a TF1 ``Saver`` checkpoint in the twins' shared terms (``pgtwin_core.checkpoint_layout``).
 
 Mirrors ``eager/checkpoint_layout.py``. A ``Saver`` stores each variable under its graph
 name, so the policy variables appear under their canonical names; Adam adds slots
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pgcommon.checkpoint_layout import CheckpointLayout
+from pgtwin_core.checkpoint_layout import CheckpointLayout
 
 _ADAM_ONLY = ("beta1_power", "beta2_power")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pgcommon.specs import PolicySpec
+from pgtwin_core.specs import PolicySpec
 
 tf1 = tf.compat.v1
 
@@ -18,7 +18,7 @@ tf1 = tf.compat.v1
 def create_variables(spec: PolicySpec) -> dict[str, tf.Variable]:
     """Create the spec's variables with ``get_variable`` in the current graph.
 
-    Names are the canonical ``pgcommon`` names (``policy/dense_0/kernel`` ...). Values are
+    Names are the canonical ``pgtwin_core`` names (``policy/dense_0/kernel`` ...). Values are
     zeros until the agent loads numpy weights into them.
     """
     variables = {}

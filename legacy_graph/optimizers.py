@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pgcommon.config import ReinforceConfig
+from pgtwin_core.config import ReinforceConfig
 
 tf1 = tf.compat.v1
 

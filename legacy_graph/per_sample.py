@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from pgcommon import policy_inputs, row_buckets
-from pgcommon.specs import PolicySpec
+from pgtwin_core import policy_inputs, row_buckets
+from pgtwin_core.specs import PolicySpec
 
 from legacy_graph import distributions, network
 from legacy_graph.policy_call import direct_callable
@@ -279,7 +279,7 @@ class PerSampleGradients:
     default) the ``vectorized`` and ``analytic`` ops are built by ``xla_compiled``: one XLA
     cluster each (at B = 2048 both ran ~1.5x faster; at B = 32 ``analytic`` 2.4x, as the
     plain graph's oneDNN einsum is slow on small batches). XLA compiles once per input
-    shape, so their rows are padded up to ``pgcommon.row_buckets.bucket_size`` and the
+    shape, so their rows are padded up to ``pgtwin_core.row_buckets.bucket_size`` and the
     padding sliced off the outputs. ``loop``, the reference, and the ghost norms stay plain.
     """
 

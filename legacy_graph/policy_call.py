@@ -31,7 +31,7 @@ def direct_callable(session: tf1.Session, fetches: Sequence[tf.Tensor],
       session: the session holding the graph.
       fetches: tensors whose values ``call`` returns, in order.
       feeds: placeholders; ``call`` takes one array per placeholder, in order, each already
-        of the placeholder's dtype (validate first, e.g. ``pgcommon.policy_inputs``).
+        of the placeholder's dtype (validate first, e.g. ``pgtwin_core.policy_inputs``).
       targets: ops (or tensors, whose ops) run in the same step, e.g. the train op; they
         return nothing.
       caller_thread: run the ops in the calling thread (for small graphs only).
@@ -52,7 +52,7 @@ def policy_callable(session: tf1.Session, fetch: tf.Tensor, feed: tf.Tensor,
 
     ``fetch`` is the distribution parameters ``[B, num_params]`` of the placeholder ``feed``
     (observations ``[B, *obs_shape]``); ``obs`` must already have its dtype and shape (see
-    ``pgcommon.policy_inputs.as_obs``).
+    ``pgtwin_core.policy_inputs.as_obs``).
     """
     call = direct_callable(session, [fetch], [feed], caller_thread=True)
     return lambda obs: call(obs)[0]

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.specs import PolicySpec, init_weights
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.specs import PolicySpec, init_weights
 from pgtwin.twins import IMPLS, agent_class
 
 from tests.synthetic_batches import random_batch

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.specs import PolicySpec, init_weights
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.specs import PolicySpec, init_weights
 
 SPECS = {
     "categorical_mlp": PolicySpec("categorical", (4,), 3, hidden=(5,), dtype="float64"),

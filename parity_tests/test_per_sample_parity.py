@@ -15,7 +15,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 
-from pgcommon.config import ReinforceConfig
+from pgtwin_core.config import ReinforceConfig
 from pgtwin.ladder import ParityReport, compare_arrays
 from pgtwin.twins import agent_class
 

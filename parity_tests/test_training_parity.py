@@ -1,6 +1,6 @@
 """Rung 6: the same training run, 20 updates of collect + update, in both twins.
 
-Each twin runs ``pgcommon.loop.iterate_training`` on its own envs, seeded the same, with its
+Each twin runs ``pgtwin_core.loop.iterate_training`` on its own envs, seeded the same, with its
 own generator from the same seed. float64: the trajectories must be identical for all 20
 updates and the end weights within 1e-8. float32: the first rollout (identical weights) must
 agree; after that the runs may part, and the update where they did is reported.

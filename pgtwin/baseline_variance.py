@@ -15,7 +15,7 @@ every estimator, which makes the difference far more precise than either trace):
   (``(M_R + sum_{e' != e} R_e') / (M_E + E - 1)``, decayed like the library's memory).
 
 The episodic estimators run the batches IN SEQUENCE through one stateful estimator each,
-as training would (``pgcommon.baselines.episodic_estimate`` with the agent's per-sample
+as training would (``pgtwin_core.baselines.episodic_estimate`` with the agent's per-sample
 gradients and a ``BaselineMemory`` of ``ReinforceConfig.baseline_memory`` that takes in every
 batch's sums, as an applied update does), the policy held fixed; the first ``warmup``
 batches only fill the memories and are left out of the statistics.
@@ -36,12 +36,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 
-from pgcommon import baselines as bl
-from pgcommon.baseline_memory import BaselineMemory
-from pgcommon.config import BASELINES, ReinforceConfig
-from pgcommon.envs import make_vec_env
-from pgcommon.rollout import Batch, RolloutState, collect
-from pgcommon.specs import PolicySpec, init_weights, spec_for_env
+from pgtwin_core import baselines as bl
+from pgtwin_core.baseline_memory import BaselineMemory
+from pgtwin_core.config import BASELINES, ReinforceConfig
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.rollout import Batch, RolloutState, collect
+from pgtwin_core.specs import PolicySpec, init_weights, spec_for_env
 from pgtwin.twins import agent_class
 
 FAMILIES = {"none": "mean", "mean": "mean", "optimal_scalar": "mean",

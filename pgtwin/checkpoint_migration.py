@@ -45,8 +45,8 @@ import tensorflow as tf
 
 from eager.agent import ReinforceAgent as EagerAgent
 from legacy_graph.agent import ReinforceAgent as LegacyAgent
-from pgcommon.config import ReinforceConfig
-from pgcommon.specs import PolicySpec, spec_for_env
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.specs import PolicySpec, spec_for_env
 from pgtwin.checkpoint_prefix import refuse_existing, staged_prefix
 from pgtwin.keras_adam_state import adam_slots as keras_adam_slots
 from pgtwin.ladder import ParityReport, compare_arrays
@@ -236,7 +236,7 @@ def _spec_from_env(env_id: str, inferred: PolicySpec) -> PolicySpec:
     """``inferred``'s torso and sizes on ``env_id``'s spaces (bounds and squash from the env)."""
     import gymnasium
 
-    import pgcommon  # noqa: F401  (registers BatteryArbitrage-v0)
+    import pgtwin_core  # noqa: F401  (registers BatteryArbitrage-v0)
 
     env = gymnasium.make(env_id)
     try:

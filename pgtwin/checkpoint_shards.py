@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from pgcommon.rollout import RolloutState
+from pgtwin_core.rollout import RolloutState
 from pgtwin import checkpoints, run_checkpoint
 
 

@@ -27,7 +27,7 @@ class EnvDefaults:
     history: int = 8
     """Observation window K for ``--torso lstm`` (the MLP sees one observation)."""
     baseline: str = "none"
-    """One of ``pgcommon.config.BASELINES``."""
+    """One of ``pgtwin_core.config.BASELINES``."""
     normalize_returns: bool = True
     """Standardise returns over the batch."""
     entropy_coef: float = 0.0

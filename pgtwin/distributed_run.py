@@ -34,10 +34,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from pgcommon.envs import make_vec_env
-from pgcommon.loop import skip_reason
-from pgcommon.parallel_rollout import ReplicaCollector
-from pgcommon.specs import spec_for_env
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.loop import skip_reason
+from pgtwin_core.parallel_rollout import ReplicaCollector
+from pgtwin_core.specs import spec_for_env
 from pgtwin import checkpoint_shards, checkpoints, env_snapshot, run_checkpoint, worker_health
 from pgtwin.distributed_training import (
     iterate_distributed_training, replica_env_seed, replica_rng,

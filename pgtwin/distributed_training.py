@@ -7,7 +7,7 @@ Each replica owns ``config.num_envs`` envs and its own action-sampling generator
 the global run (replica ``r = j // num_envs``) is seeded ``seed + j``, so the replicas'
 envs together replay one ``make_vec_env(env_id, R * num_envs, seed)`` in the sync and
 async modes, and no two replicas see the same episodes. The loop reads as
-``pgcommon.loop``: collect (per local replica) -> update (all-reduced) -> log.
+``pgtwin_core.loop``: collect (per local replica) -> update (all-reduced) -> log.
 
 Run as a module for one worker of a multi-worker job (see docs/scaling.md)::
 
@@ -28,11 +28,11 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.envs import make_vec_env
-from pgcommon.parallel_rollout import COLLECTIONS, ReplicaCollector
-from pgcommon.rollout import Batch, RolloutState
-from pgcommon.specs import spec_for_env
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.parallel_rollout import COLLECTIONS, ReplicaCollector
+from pgtwin_core.rollout import Batch, RolloutState
+from pgtwin_core.specs import spec_for_env
 
 STRATEGIES = ("mirrored", "multi-worker")
 
@@ -138,7 +138,7 @@ def concat_batches(batches: Sequence[Batch]) -> Batch:
         raise ValueError(f"concat_batches: batches have different lengths T {sorted(steps)}")
     on_envs = lambda name: np.concatenate([getattr(b, name) for b in batches], axis=1)  # noqa: E731
     # Finished episodes are listed in rollout order, step t then env (what
-    # pgcommon.baselines.segments matches them against), so replicas' lists interleave.
+    # pgtwin_core.baselines.segments matches them against), so replicas' lists interleave.
     keys, offset, total = [], 0, sum(b.num_envs for b in batches)
     for b in batches:
         ends = np.flatnonzero(((b.terminated | b.truncated) & b.valid).reshape(-1))

@@ -47,10 +47,25 @@ class _Pickler(pickle.Pickler):
         return ("env_fns", self._refs[id(obj)]) if id(obj) in self._refs else None
 
 
+#: Modules that moved, by their old name (snapshots written before the move name them).
+MOVED_MODULES = {"pgcommon": "pgtwin_core"}
+
+
+def moved(module: str) -> str:
+    """The current name of ``module``, given :data:`MOVED_MODULES` (packages and below)."""
+    for old, new in MOVED_MODULES.items():
+        if module == old or module.startswith(old + "."):
+            return new + module[len(old):]
+    return module
+
+
 class _Unpickler(pickle.Unpickler):
     def __init__(self, file, refs: list[list]):
         super().__init__(file)
         self._refs = refs
+
+    def find_class(self, module: str, name: str):
+        return super().find_class(moved(module), name)
 
     def persistent_load(self, pid):
         kind, index = pid

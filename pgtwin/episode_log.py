@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from pgcommon.rollout import Batch
+from pgtwin_core.rollout import Batch
 
 COLUMNS = ("episode", "update", "env_steps", "env_index", "return", "length", "wall_s")
 DISTRIBUTED_COLUMNS = ("episode", "update", "env_steps", "worker", "env_index", "return",

@@ -18,7 +18,7 @@ import tensorflow as tf
 from eager.optimizers import make_optimizer as make_keras_optimizer
 from legacy_graph.optimizers import KerasMatchedAdam
 from legacy_graph.optimizers import make_optimizer as make_tf1_optimizer
-from pgcommon.config import ReinforceConfig
+from pgtwin_core.config import ReinforceConfig
 from pgtwin.ladder import Row
 
 tf1 = tf.compat.v1

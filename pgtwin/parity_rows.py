@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from pgcommon.errors import DisconnectedGradientError
+from pgtwin_core.errors import DisconnectedGradientError
 from pgtwin.ladder import Row, compare_arrays
 
 #: Default ``(rtol, atol)`` by the variables' dtype and rung (``None``: every other rung).

@@ -9,7 +9,7 @@ A checkpoint is taken between two updates, where the whole run is a handful of o
 * ``rollout.npz``  the ``RolloutState``: current observations, which envs reset next, the
                    running episodes' partial returns and lengths;
 * ``baseline_memory.npz``  the episodic baselines' earlier-batch sums
-                   (``agent.baseline_memory``, ``pgcommon/baseline_memory.py``), when the
+                   (``agent.baseline_memory``, ``pgtwin_core/baseline_memory.py``), when the
                    agent has one and it holds anything;
 * ``state.json``   the action-sampling generator's ``bit_generator.state``, the counters
                    (updates, env steps, training seconds, episodes logged), the returns in
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from pgcommon.rollout import RolloutState
+from pgtwin_core.rollout import RolloutState
 from pgtwin import env_snapshot
 
 AGENT_PREFIX = os.path.join("agent", "ckpt")
@@ -58,7 +58,7 @@ class Progress:
     solved_at_env_steps: int | None = None
     solved_at_wall_s: float | None = None
     skipped_updates: int = 0
-    """Updates skipped for any reason (``pgcommon.loop.SKIP_REASONS``)."""
+    """Updates skipped for any reason (``pgtwin_core.loop.SKIP_REASONS``)."""
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     """``skipped_updates`` by reason."""
     consecutive_skips: dict[str, int] = field(default_factory=dict)

@@ -1,7 +1,7 @@
 """What ``pgtwin train`` says about updates that were skipped, and when it gives up.
 
 An update is skipped (weights and optimizer state untouched) for one of
-``pgcommon.loop.SKIP_REASONS``. Each skip is counted by reason in the run's summary; the
+``pgtwin_core.loop.SKIP_REASONS``. Each skip is counted by reason in the run's summary; the
 first of each reason is explained on stderr; and ``RunSettings.max_consecutive_skips`` skips
 in a row stop the run with an error, because a run whose updates are all skipped is not
 training (an lr of 1000 on Pendulum skipped 9 of 10 updates and used to exit 0).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pgcommon.loop import NON_FINITE, NO_COMPLETE_EPISODE
+from pgtwin_core.loop import NON_FINITE, NO_COMPLETE_EPISODE
 
 MAX_CONSECUTIVE_SKIPS = 10
 """Default of ``RunSettings.max_consecutive_skips`` (``--max-consecutive-skips``): a run

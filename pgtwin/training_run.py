@@ -1,6 +1,6 @@
 """A complete training run: the shared loop plus stopping, logs, checkpoints and resume.
 
-It reads top to bottom like ``pgcommon.loop.iterate_training``, which it drives: collect ->
+It reads top to bottom like ``pgtwin_core.loop.iterate_training``, which it drives: collect ->
 update -> log the finished episodes (CSV, TensorBoard, progress bar) -> stop? ->
 checkpoint. Both twins run through exactly this code; only ``impl`` differs.
 
@@ -31,10 +31,10 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.envs import make_vec_env
-from pgcommon.loop import iterate_training
-from pgcommon.specs import spec_for_env
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.loop import iterate_training
+from pgtwin_core.specs import spec_for_env
 from pgtwin import checkpoints, env_snapshot, run_checkpoint
 from pgtwin.episode_log import EpisodeLog, finished_episodes, read_episodes
 from pgtwin.plots import Curve, save_learning_curves
@@ -141,7 +141,7 @@ class RunResult:
     skipped_updates: int = 0
     """Updates skipped (weights untouched), for any reason."""
     skipped_by_reason: dict[str, int] = dataclasses.field(default_factory=dict)
-    """``skipped_updates`` by ``pgcommon.loop.SKIP_REASONS`` (``non_finite``,
+    """``skipped_updates`` by ``pgtwin_core.loop.SKIP_REASONS`` (``non_finite``,
     ``no_complete_episode``); reasons that never happened are absent."""
 
     def summary(self) -> dict[str, Any]:

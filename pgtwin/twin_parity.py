@@ -33,11 +33,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.envs import make_vec_env
-from pgcommon.loop import iterate_training
-from pgcommon.rollout import Batch, collect
-from pgcommon.specs import PolicySpec, init_weights, spec_for_env
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.loop import iterate_training
+from pgtwin_core.rollout import Batch, collect
+from pgtwin_core.specs import PolicySpec, init_weights, spec_for_env
 from pgtwin.ladder import TWIN_RUNGS, ParityReport, Row, compare_arrays, errors
 from pgtwin.twins import agent_class
 
@@ -63,7 +63,7 @@ class PolicyKind:
     hidden: tuple[int, ...] = (64, 64)
 
     def make_envs(self, num_envs: int = 4, seed: int = 0):
-        """The kind's vector env, seeded (``pgcommon.envs.make_vec_env``)."""
+        """The kind's vector env, seeded (``pgtwin_core.envs.make_vec_env``)."""
         return make_vec_env(self.env_id, num_envs, seed=seed, history=self.history)
 
     def spec(self, dtype: str = "float32", envs=None) -> PolicySpec:
@@ -295,7 +295,7 @@ def training_config(dtype: str, num_envs: int, num_steps: int) -> ReinforceConfi
 def compare_training(kind: PolicyKind, spec: PolicySpec, weights: dict[str, np.ndarray],
                      dtype: str, seed: int, num_envs: int, num_steps: int, updates: int,
                      eager_changes: dict, ctx: str) -> ParityReport:
-    """Rung 6: both twins run ``pgcommon.loop.iterate_training`` from the same seed.
+    """Rung 6: both twins run ``pgtwin_core.loop.iterate_training`` from the same seed.
 
     The runs are stepped in lockstep; while their trajectories agree (same discrete actions,
     continuous actions within ``TRAJECTORY_ATOL``), their observations, losses and weights

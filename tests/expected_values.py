@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.rollout import Batch
-from pgcommon.specs import PolicySpec
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.rollout import Batch
+from pgtwin_core.specs import PolicySpec
 
 from tests.synthetic_batches import batch_of
 

@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from pgcommon.specs import PolicySpec
+from pgtwin_core.specs import PolicySpec
 
 # Observations are [step within episode, env label]; two discrete actions, both ignored.
 SPEC = PolicySpec("categorical", (2,), 2, hidden=(4,))

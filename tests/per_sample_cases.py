@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pgcommon.rollout import Batch
-from pgcommon.specs import PolicySpec
+from pgtwin_core.rollout import Batch
+from pgtwin_core.specs import PolicySpec
 
 KINDS: dict[str, PolicySpec] = {
     # Small widths keep the loop reference cheap; each kind exercises a different head/torso.
@@ -53,7 +53,7 @@ class EpisodicBatch:
 
 def episodic_batch(spec: PolicySpec, num_steps: int, num_envs: int, seed: int,
                    mean_length: float = 4.0) -> EpisodicBatch:
-    """A ``[T, N]`` batch laid out as ``pgcommon.rollout.collect`` lays one out.
+    """A ``[T, N]`` batch laid out as ``pgtwin_core.rollout.collect`` lays one out.
 
     Every env starts a fresh episode at t = 0 (as after a reset). Episode lengths are
     geometric with mean ``mean_length``; an episode ends terminated or (one in three)

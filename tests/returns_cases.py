@@ -1,4 +1,4 @@
-"""Hand-derived cases for ``pgcommon.returns.discounted_returns``, kept in one place.
+"""Hand-derived cases for ``pgtwin_core.returns.discounted_returns``, kept in one place.
 
 Every expected number has its derivation next to it, read bottom-up (t = T-1 first), as
 the recursion runs. Numbers are chosen to be exact in binary where the gamma allows it.

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pgcommon.rollout import Batch
-from pgcommon.specs import PolicySpec
+from pgtwin_core.rollout import Batch
+from pgtwin_core.specs import PolicySpec
 
 
 def batch_of(obs, actions, rewards, valid=None, terminated=None) -> Batch:
@@ -40,7 +40,7 @@ def random_batch(spec: PolicySpec, num_steps: int, num_envs: int, seed: int) -> 
 
     Observations and rewards are standard normal; actions uniform (categorical) or normal
     around 0 (Gaussian). About one step in six terminates an episode, and the step after it
-    is an autoreset step (``valid = False``), as ``pgcommon.rollout.collect`` makes them.
+    is an autoreset step (``valid = False``), as ``pgtwin_core.rollout.collect`` makes them.
     """
     rng = np.random.default_rng(seed)
     t, n = num_steps, num_envs

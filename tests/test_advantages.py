@@ -1,4 +1,4 @@
-"""Tests for ``pgcommon.advantages.training_inputs``: a hand-derived case with an
+"""Tests for ``pgtwin_core.advantages.training_inputs``: a hand-derived case with an
 autoreset step, and a slow numpy oracle on random NEXT_STEP-shaped batches."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from pgcommon.advantages import flat_returns, training_inputs
-from pgcommon.config import ReinforceConfig
-from pgcommon.rollout import Batch
-from pgcommon.specs import PolicySpec
+from pgtwin_core.advantages import flat_returns, training_inputs
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.rollout import Batch
+from pgtwin_core.specs import PolicySpec
 
 CAT = PolicySpec("categorical", (3,), 4)
 GAUSS = PolicySpec("gaussian", (3,), 2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pgcommon.specs import PolicySpec, init_weights
+from pgtwin_core.specs import PolicySpec, init_weights
 from pgtwin.twins import IMPLS, agent_class
 
 from tests.expected_values import CASES, CATEGORICAL, CATEGORICAL_GRAD_NORM, FULL_GRADIENT_CASES
@@ -125,8 +125,8 @@ def test_first_adam_step(impl, dtype, case):
 @impls
 @dtypes
 def test_log_prob_matches_numpy_oracle(impl, dtype):
-    """``log_prob`` against ``pgcommon.sampling.log_prob`` on the agent's own params."""
-    from pgcommon.sampling import log_prob
+    """``log_prob`` against ``pgtwin_core.sampling.log_prob`` on the agent's own params."""
+    from pgtwin_core.sampling import log_prob
     spec = PolicySpec("gaussian", (3,), 2, hidden=(5,), squash="tanh", action_low=(-2, -1),
                       action_high=(2, 1), dtype=dtype)
     agent = agent_class(impl)(spec, CATEGORICAL.config(dtype), seed=3)

@@ -1,4 +1,4 @@
-"""Episodic baselines with a memory of earlier batches (``pgcommon/baseline_memory.py``).
+"""Episodic baselines with a memory of earlier batches (``pgtwin_core/baseline_memory.py``).
 
 The oracle keeps every earlier episode itself (its score, psi and return) with the weight
 ``rho^(k - j)`` of its batch j at batch k, and computes each episode's leave-one-out ratio
@@ -17,11 +17,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 
-from pgcommon import baselines as bl
-from pgcommon.baseline_memory import BaselineMemory, EpisodeSums
-from pgcommon.config import ReinforceConfig
-from pgcommon.rollout import Batch
-from pgcommon.specs import PolicySpec
+from pgtwin_core import baselines as bl
+from pgtwin_core.baseline_memory import BaselineMemory, EpisodeSums
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.rollout import Batch
+from pgtwin_core.specs import PolicySpec
 from pgtwin.twins import agent_class
 
 from tests.per_sample_cases import KINDS, episodic_batch, random_weights
@@ -163,7 +163,7 @@ def test_memory_changes_the_estimate_and_batch_only_ignores_it():
 def test_normalized_returns_divide_the_estimate_with_memory_too(baseline):
     """The memory holds raw-return sums, so with it the normalised estimate is still the raw
     one divided by the current batch's std of reward-to-go."""
-    from pgcommon.returns import discounted_returns
+    from pgtwin_core.returns import discounted_returns
 
     (case0, g0), (case1, g1) = batches_and_grads(2, seed=5)
     got = {}

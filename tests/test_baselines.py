@@ -1,9 +1,9 @@
 """Optimal baselines: episode segmentation, each formula against a hand case and a slow numpy
 oracle, and every baseline of both twins against the oracle fed from the ``loop`` gradients.
 
-The oracles below are written from the formulas (module doc of ``pgcommon.baselines``) with
+The oracles below are written from the formulas (module doc of ``pgtwin_core.baselines``) with
 explicit loops and padded arrays; they share no code with the library beyond the batch
-arrays and ``pgcommon.advantages.training_inputs`` (the per-step returns, tested elsewhere).
+arrays and ``pgtwin_core.advantages.training_inputs`` (the per-step returns, tested elsewhere).
 """
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 
-from pgcommon import baselines as bl
-from pgcommon.advantages import training_inputs
-from pgcommon.config import ReinforceConfig
-from pgcommon.errors import NoCompleteEpisodeError
-from pgcommon.rollout import Batch
-from pgcommon.specs import PolicySpec
+from pgtwin_core import baselines as bl
+from pgtwin_core.advantages import training_inputs
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.errors import NoCompleteEpisodeError
+from pgtwin_core.rollout import Batch
+from pgtwin_core.specs import PolicySpec
 from pgtwin.twins import agent_class
 
 from tests.per_sample_cases import KINDS, episodic_batch, random_weights
@@ -340,7 +340,7 @@ def test_normalized_returns_only_rescale_the_episodic_estimates(baseline):
                                      weights=random_weights(spec))
         grads[normalize] = agent.gradients(case.batch)
         agent.close()
-    from pgcommon.returns import discounted_returns
+    from pgtwin_core.returns import discounted_returns
     b = case.batch
     scale = np.std(discounted_returns(b.rewards, b.terminated, b.truncated, 0.9)[b.valid])
     for n in grads[True]:

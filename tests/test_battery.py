@@ -1,4 +1,4 @@
-"""Tests for the ``BatteryArbitrage-v0`` environment (pgcommon/battery.py)."""
+"""Tests for the ``BatteryArbitrage-v0`` environment (pgtwin_core/battery.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -12,8 +12,8 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import pgcommon  # noqa: F401  (registers the id)
-from pgcommon.battery import ENV_ID, HOURS_PER_WEEK, BatteryArbitrageEnv
+import pgtwin_core  # noqa: F401  (registers the id)
+from pgtwin_core.battery import ENV_ID, HOURS_PER_WEEK, BatteryArbitrageEnv
 
 
 def _episode(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -43,8 +43,8 @@ def test_registration_is_guarded_and_pulls_in_no_tensorflow():
     # A fresh interpreter, so reloading does not swap the class under the other tests;
     # warnings are errors because gymnasium warns when an id is registered twice.
     code = (
-        "import importlib, sys, gymnasium, pgcommon, pgcommon.envs, pgcommon.battery\n"
-        "importlib.reload(pgcommon.battery)\n"
+        "import importlib, sys, gymnasium, pgtwin_core, pgtwin_core.envs, pgtwin_core.battery\n"
+        "importlib.reload(pgtwin_core.battery)\n"
         "assert 'tensorflow' not in sys.modules\n"
         "print(gymnasium.spec('BatteryArbitrage-v0').entry_point)\n"
     )
@@ -52,7 +52,7 @@ def test_registration_is_guarded_and_pulls_in_no_tensorflow():
                           text=True, timeout=60, check=False,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "pgcommon.battery:BatteryArbitrageEnv"
+    assert done.stdout.strip() == "pgtwin_core.battery:BatteryArbitrageEnv"
 
 
 def test_same_seed_gives_identical_episode_and_different_seeds_differ():

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pgcommon.errors import DisconnectedGradientError, RecordingMismatchError
-from pgcommon.envs import make_vec_env
-from pgcommon.loop import iterate_training
-from pgcommon.rollout import collect
+from pgtwin_core.errors import DisconnectedGradientError, RecordingMismatchError
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.loop import iterate_training
+from pgtwin_core.rollout import collect
 from pgtwin.twins import IMPLS, twin_module
 from tests.update_path_cases import (CASES, NUM_ENVS, NUM_STEPS, agent, config, envs_for,
                                      recorded_batch)

@@ -11,8 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from pgcommon.envs import make_vec_env
-from pgcommon.rollout import RolloutState, collect
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.rollout import RolloutState, collect
 from pgtwin import checkpoints, env_snapshot
 from pgtwin.checkpoints import CheckpointError
 from pgtwin.episode_log import EpisodeLog, finished_episodes, read_episodes

@@ -12,8 +12,8 @@ import os
 import numpy as np
 import pytest
 
-from pgcommon.envs import make_vec_env
-from pgcommon.specs import init_weights, spec_for_env
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.specs import init_weights, spec_for_env
 from pgtwin.cli import main
 from pgtwin.commands.train import add_parser, settings_from_args
 from pgtwin.defaults import defaults_for, for_episodic_baseline

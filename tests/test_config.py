@@ -1,4 +1,4 @@
-"""Tests for ``pgcommon.config.ReinforceConfig``: defaults, every invalid value, derived values."""
+"""Tests for ``pgtwin_core.config.ReinforceConfig``: defaults, every invalid value, derived values."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from pgcommon.config import BASELINES, ReinforceConfig
+from pgtwin_core.config import BASELINES, ReinforceConfig
 
 
 def test_defaults_are_valid():

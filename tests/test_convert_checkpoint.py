@@ -16,9 +16,9 @@ import tensorflow as tf
 from eager.agent import ReinforceAgent as EagerAgent
 from examples import tf1_reinforce
 from legacy_graph.agent import ReinforceAgent as LegacyAgent
-from pgcommon.config import ReinforceConfig
-from pgcommon.envs import make_vec_env
-from pgcommon.specs import PolicySpec, spec_for_env
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.specs import PolicySpec, spec_for_env
 from pgtwin import checkpoint_migration
 from pgtwin.checkpoint_migration import (
     CheckpointMismatchError, ConversionVerificationError, adam_step_count, convert_checkpoint)

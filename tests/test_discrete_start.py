@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import tests.cli_envs  # noqa: F401  (registers the test envs)
-from pgcommon.envs import make_vec_env
-from pgcommon.rollout import collect
-from pgcommon.sampling import env_actions
-from pgcommon.specs import PolicySpec, spec_for_env
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.rollout import collect
+from pgtwin_core.sampling import env_actions
+from pgtwin_core.specs import PolicySpec, spec_for_env
 from pgtwin.cli import main
 
 ENV = "tests.cli_envs:ShiftedActionCartPole-v0"

@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.envs import make_vec_env
-from pgcommon.rollout import collect
-from pgcommon.specs import PolicySpec, init_weights, spec_for_env
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.rollout import collect
+from pgtwin_core.specs import PolicySpec, init_weights, spec_for_env
 from pgtwin.distributed_training import (
     check_tf_config, concat_batches, make_strategy, replica_env_seed, replica_rng,
 )
@@ -103,7 +103,7 @@ def test_async_collect_replays_sync_collect():
 def test_parallel_collection_replays_sequential_collection():
     # A thread per replica, each with its own env, generator and state: the batches (and
     # the states they continue from) must be those of collecting one replica after another.
-    from pgcommon.parallel_rollout import ReplicaCollector
+    from pgtwin_core.parallel_rollout import ReplicaCollector
 
     spec = spec_for_env(make_vec_env("CartPole-v1", 1))
     out = {}
@@ -183,7 +183,7 @@ def test_concat_batches_joins_envs_and_refuses_mixed_lengths():
     assert whole.num_valid == b1.num_valid + b2.num_valid
     # Episode lengths follow rollout order (step, then env), which segments() checks them
     # against: the joined batch has exactly the complete episodes of its parts.
-    from pgcommon.baselines import segments
+    from pgtwin_core.baselines import segments
     parts = [segments(b, 0.99).num_episodes for b in (b1, b2)]
     assert segments(whole, 0.99).num_episodes == sum(parts) > 0
     short, _ = collect(envs, policy, spec, 5, rng)
@@ -389,7 +389,7 @@ def _two_replica_updates(dist, single, envs, rngs, num_updates: int = 2):
 
 def _episodic_case(strategy, baseline: str, kw: dict) -> dict:
     """2 replicas with an episodic baseline vs ``eager.agent.ReinforceAgent`` (the
-    single-device ``pgcommon.baselines`` formulas: complete episodes, leave-one-out, padding,
+    single-device ``pgtwin_core.baselines`` formulas: complete episodes, leave-one-out, padding,
     normalisation) fed the joined batch; float64, two updates (SGD, so a gradient counted
     twice or a per-replica mean would show), rollouts with the distributed agent's policy."""
     from eager.agent import ReinforceAgent
@@ -450,7 +450,7 @@ def _optimal_scalar_case(strategy, dtype: str) -> dict:
     b* = sum_i valid_i s_i R_i / sum_i valid_i s_i, A_i = valid_i (R_i - b*),
     gradient of the loss = -sum_i (valid_i / num_valid) A_i g_i; SGD: w' = w - lr * gradient.
     """
-    from pgcommon.advantages import flat_returns
+    from pgtwin_core.advantages import flat_returns
 
     from eager.agent import ReinforceAgent
     from eager.distributed import DistributedReinforceAgent

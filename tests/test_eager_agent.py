@@ -10,9 +10,9 @@ import tensorflow as tf
 
 from eager.agent import ReinforceAgent, checked_gradients
 from eager import network
-from pgcommon.config import ReinforceConfig
-from pgcommon.errors import DisconnectedGradientError
-from pgcommon.specs import PolicySpec
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.errors import DisconnectedGradientError
+from pgtwin_core.specs import PolicySpec
 
 from tests.agent_workout import call_every_method
 

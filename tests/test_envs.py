@@ -1,4 +1,4 @@
-"""Tests for ``make_vec_env`` (pgcommon/envs.py) and ``HistoryWindow`` (pgcommon/history.py)."""
+"""Tests for ``make_vec_env`` (pgtwin_core/envs.py) and ``HistoryWindow`` (pgtwin_core/history.py)."""
 from __future__ import annotations
 
 import gymnasium
@@ -8,8 +8,8 @@ from gymnasium import spaces
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from pgcommon.envs import _check_autoreset, make_vec_env
-from pgcommon.history import HistoryWindow
+from pgtwin_core.envs import _check_autoreset, make_vec_env
+from pgtwin_core.history import HistoryWindow
 
 SYNC_IDS = ["Pendulum-v1", "BatteryArbitrage-v0"]
 PUSH_RIGHT = np.ones(3, dtype=np.int64)  # always pushing one way topples CartPole in ~10 steps

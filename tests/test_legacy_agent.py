@@ -9,9 +9,9 @@ import pytest
 import tensorflow as tf
 
 from legacy_graph.agent import ReinforceAgent, checked_gradients
-from pgcommon.config import ReinforceConfig
-from pgcommon.errors import DisconnectedGradientError
-from pgcommon.specs import PolicySpec
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.errors import DisconnectedGradientError
+from pgtwin_core.specs import PolicySpec
 
 from tests.agent_workout import call_every_method
 

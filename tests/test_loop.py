@@ -1,13 +1,13 @@
-"""Tests for ``pgcommon.loop.iterate_training`` with a tiny numpy agent (no TensorFlow)."""
+"""Tests for ``pgtwin_core.loop.iterate_training`` with a tiny numpy agent (no TensorFlow)."""
 from __future__ import annotations
 
 import itertools
 
 import numpy as np
 
-from pgcommon.advantages import training_inputs
-from pgcommon.config import ReinforceConfig
-from pgcommon.loop import iterate_training
+from pgtwin_core.advantages import training_inputs
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.loop import iterate_training
 from tests.fixed_length_env import SPEC, fixed_length_vec
 
 

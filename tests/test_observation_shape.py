@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import tests.cli_envs  # noqa: F401  (registers the test envs)
-from pgcommon.envs import make_vec_env
-from pgcommon.observation_shape import ObservationShapeError
-from pgcommon.rollout import collect
-from pgcommon.specs import spec_for_env
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.observation_shape import ObservationShapeError
+from pgtwin_core.rollout import collect
+from pgtwin_core.specs import spec_for_env
 from pgtwin import checkpoints
 from pgtwin.cli import main
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pgcommon.config import ReinforceConfig
+from pgtwin_core.config import ReinforceConfig
 from pgtwin.twins import agent_class
 
 from tests.per_sample_cases import BATCH_SIZES, KINDS, MLP_KINDS, random_inputs, random_weights

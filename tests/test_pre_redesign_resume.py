@@ -2,7 +2,7 @@
 
 tests/data/pre_redesign/{graph,eager} are CartPole-v1 runs (4 envs x 64 steps, hidden 8,
 --deterministic) written by the tree of commit 17c0483 (the shared layer still named
-``pgcommon``), stopped at 2048 env steps with their last checkpoint. The oracle
+``pgtwin_core``), stopped at 2048 env steps with their last checkpoint. The oracle
 ``*_weights_after_4096_steps.npz`` is that same tree's uninterrupted 4096-step run.
 """
 from __future__ import annotations

@@ -12,9 +12,9 @@ import os
 import numpy as np
 import pytest
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.errors import IncompatibleCheckpointError
-from pgcommon.specs import PolicySpec
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.errors import IncompatibleCheckpointError
+from pgtwin_core.specs import PolicySpec
 from pgtwin.twins import IMPLS, agent_class
 
 

@@ -1,4 +1,4 @@
-"""Tests for ``pgcommon.returns``, in the TF-Agents value_ops style.
+"""Tests for ``pgtwin_core.returns``, in the TF-Agents value_ops style.
 
 Three ways: hand-derived cases (``tests/returns_cases.py``), a slow pure-python oracle on
 random inputs, and layout agreement ([T] vs [T, 1], and [T, N] vs N separate columns).
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgcommon.returns import discounted_returns, normalize
+from pgtwin_core.returns import discounted_returns, normalize
 from tests.returns_cases import CASES
 
 F, T = False, True
@@ -287,11 +287,11 @@ def test_error_normalize_eps(eps):
 
 
 # ---------------------------------------------------------------------------------------
-# Layering: pgcommon must stay TensorFlow-free.
+# Layering: pgtwin_core must stay TensorFlow-free.
 
 
 def test_returns_module_does_not_import_tensorflow():
-    code = ("import sys, pgcommon.returns; "
+    code = ("import sys, pgtwin_core.returns; "
             "assert not any(m == 'tensorflow' or m.startswith('tensorflow.') "
             "for m in sys.modules), 'tensorflow was imported'")
     repo_root = pathlib.Path(__file__).resolve().parents[1]

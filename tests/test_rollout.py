@@ -1,4 +1,4 @@
-"""Tests for ``pgcommon.rollout.collect``: NEXT_STEP autoreset masking on an env whose
+"""Tests for ``pgtwin_core.rollout.collect``: NEXT_STEP autoreset masking on an env whose
 episodes are known in advance, episode statistics across batches, seeded determinism,
 shapes, and the errors for non-finite data.
 
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-from pgcommon.advantages import training_inputs
-from pgcommon.config import ReinforceConfig
-from pgcommon.envs import make_vec_env
-from pgcommon.rollout import RolloutState, collect
-from pgcommon.sampling import log_prob
-from pgcommon.specs import PolicySpec, spec_for_env
+from pgtwin_core.advantages import training_inputs
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.rollout import RolloutState, collect
+from pgtwin_core.sampling import log_prob
+from pgtwin_core.specs import PolicySpec, spec_for_env
 from tests.fixed_length_env import SPEC, fixed_length_vec, uniform_policy
 
 V, I = True, False  # valid step, autoreset step

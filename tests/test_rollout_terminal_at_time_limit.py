@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 from gymnasium.vector import SyncVectorEnv
 
-from pgcommon.advantages import training_inputs
-from pgcommon.config import ReinforceConfig
-from pgcommon.rollout import RolloutState, collect
+from pgtwin_core.advantages import training_inputs
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.rollout import RolloutState, collect
 from tests.fixed_length_env import SPEC, FixedLengthEnv, uniform_policy
 
 

@@ -1,10 +1,10 @@
-"""pgcommon.row_buckets: the batch sizes XLA-compiled per-sample functions are padded to."""
+"""pgtwin_core.row_buckets: the batch sizes XLA-compiled per-sample functions are padded to."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pgcommon.row_buckets import bucket_size, pad_rows
+from pgtwin_core.row_buckets import bucket_size, pad_rows
 
 
 @pytest.mark.parametrize("n,expected", [

@@ -1,4 +1,4 @@
-"""Tests for ``pgcommon.sampling``: log-probs against naive formulas and hand-derived
+"""Tests for ``pgtwin_core.sampling``: log-probs against naive formulas and hand-derived
 numbers, seeded determinism, extreme logits, empirical frequencies and env actions."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from pgcommon.sampling import env_actions, log_prob, log_softmax, sample, split_gaussian
-from pgcommon.specs import PolicySpec
+from pgtwin_core.sampling import env_actions, log_prob, log_softmax, sample, split_gaussian
+from pgtwin_core.specs import PolicySpec
 
 CAT4 = PolicySpec("categorical", (3,), 4)
 GAUSS2 = PolicySpec("gaussian", (3,), 2)  # unbounded, squash 'none'

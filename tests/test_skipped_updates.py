@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import tests.cli_envs  # noqa: F401  (registers the test envs)
-from pgcommon.envs import make_vec_env
-from pgcommon.loop import NO_COMPLETE_EPISODE, NON_FINITE, skip_reason
-from pgcommon.specs import init_weights, spec_for_env
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.loop import NO_COMPLETE_EPISODE, NON_FINITE, skip_reason
+from pgtwin_core.specs import init_weights, spec_for_env
 from pgtwin import checkpoints
 from pgtwin.cli import main
 from pgtwin.skipped_updates import MAX_CONSECUTIVE_SKIPS

@@ -1,4 +1,4 @@
-"""Tests for ``pgcommon.specs``: PolicySpec validation, weight layout, initial weights,
+"""Tests for ``pgtwin_core.specs``: PolicySpec validation, weight layout, initial weights,
 ``spec_for_env`` and ``check_weights``.
 
 Expected names and shapes are written out by hand from the network in the module
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from pgcommon.envs import make_vec_env
-from pgcommon.specs import PolicySpec, check_weights, init_weights, spec_for_env
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.specs import PolicySpec, check_weights, init_weights, spec_for_env
 
 CATEGORICAL_MLP = PolicySpec("categorical", (4,), 2)                      # CartPole-like
 GAUSSIAN_MLP = PolicySpec("gaussian", (3,), 1, hidden=(32,), squash="tanh",

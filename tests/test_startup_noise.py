@@ -50,8 +50,8 @@ def test_many_eager_agents_give_no_retracing_warning():
     import tensorflow as tf
 
     from eager.agent import ReinforceAgent
-    from pgcommon.config import ReinforceConfig
-    from pgcommon.specs import PolicySpec
+    from pgtwin_core.config import ReinforceConfig
+    from pgtwin_core.specs import PolicySpec
 
     log = io.StringIO()
     handler = logging.StreamHandler(log)

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.envs import make_vec_env
-from pgcommon.rollout import Batch, collect
-from pgcommon.specs import PolicySpec, spec_for_env
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.envs import make_vec_env
+from pgtwin_core.rollout import Batch, collect
+from pgtwin_core.specs import PolicySpec, spec_for_env
 from pgtwin.twins import agent_class
 
 

@@ -69,7 +69,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Convert, print what was written (or why not), return the exit code."""
-    from pgcommon.config import ReinforceConfig
+    from pgtwin_core.config import ReinforceConfig
     from pgtwin.checkpoint_migration import (
         CheckpointMismatchError, ConversionVerificationError, convert_checkpoint, parse_map)
 

@@ -51,7 +51,7 @@ def add_parser(subparsers):
 
 def run(args, parser) -> int:
     """Run the demo; 0 when the ladder passes, 1 otherwise."""
-    from pgcommon.config import ReinforceConfig
+    from pgtwin_core.config import ReinforceConfig
     from pgtwin.defaults import defaults_for
     from pgtwin.episode_log import read_episodes
     from pgtwin.plots import Curve, save_learning_curves

@@ -13,8 +13,8 @@ import os
 import sys
 import time
 
-from pgcommon.baselines import EPISODIC
-from pgcommon.config import BASELINES, DTYPES, OPTIMIZERS, ReinforceConfig
+from pgtwin_core.baselines import EPISODIC
+from pgtwin_core.config import BASELINES, DTYPES, OPTIMIZERS, ReinforceConfig
 from pgtwin.defaults import for_episodic_baseline
 from pgtwin.skipped_updates import MAX_CONSECUTIVE_SKIPS
 from pgtwin.twins import IMPLS
@@ -288,7 +288,7 @@ def settings_from_args(args, parser):
 # ---------------------------------------------------------------- run
 def check_env(settings, parser) -> None:
     """Import the env's module and check its spaces, without TensorFlow; exit 2 if refused."""
-    from pgcommon.envs import env_spaces_check
+    from pgtwin_core.envs import env_spaces_check
     from pgtwin.training_run import import_env_module
 
     try:

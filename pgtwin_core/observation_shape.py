@@ -2,8 +2,8 @@
 
 A vector env stacks its sub-envs' observations; one whose shape changes mid-run would
 otherwise fail inside numpy with ``all input arrays must have the same shape``, naming
-neither the env nor the step. ``pgcommon.envs.make_vec_env`` wraps every sub-env in
-:class:`ObservationShapeCheck` and tells each its index; ``pgcommon.rollout.collect`` adds
+neither the env nor the step. ``pgtwin_core.envs.make_vec_env`` wraps every sub-env in
+:class:`ObservationShapeCheck` and tells each its index; ``pgtwin_core.rollout.collect`` adds
 the rollout step and env-step to the message, as it does for non-finite observations.
 """
 from __future__ import annotations

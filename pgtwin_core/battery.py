@@ -208,7 +208,7 @@ def _check(ok: bool, name: str, value: Any, expected: str) -> None:
 if ENV_ID not in gymnasium.registry:
     gymnasium.register(
         id=ENV_ID,
-        entry_point="pgcommon.battery:BatteryArbitrageEnv",
+        entry_point="pgtwin_core.battery:BatteryArbitrageEnv",
         # None: the env truncates itself, so no TimeLimit wrapper truncates it a second time.
         max_episode_steps=None,
     )

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from pgcommon.specs import PolicySpec
+from pgtwin_core.specs import PolicySpec
 
 LOG_2PI = math.log(2.0 * math.pi)
 

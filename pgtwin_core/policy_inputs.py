@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pgcommon.specs import PolicySpec
+from pgtwin_core.specs import PolicySpec
 
 
 def as_obs(spec: PolicySpec, obs: np.ndarray, name: str = "obs") -> np.ndarray:

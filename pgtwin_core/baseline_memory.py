@@ -1,6 +1,6 @@
 """Episodic baselines fitted on earlier batches too: decayed sums carried from update to update.
 
-The episodic optimal baselines (``pgcommon.baselines``) are ratios of sums over episodes,
+The episodic optimal baselines (``pgtwin_core.baselines``) are ratios of sums over episodes,
 ``b = sum_e num_e / sum_e den_e``, each episode's taken over the OTHER episodes of its batch
 (leave-one-out) to stay exactly unbiased. With 8 episodes a batch, a ratio per parameter
 element from 7 episodes is noisy enough to make the estimate noisier than the mean
@@ -27,7 +27,7 @@ different scales add up; a twin divides the baseline by the current batch's scal
 
 ``sum_r / count`` is the mean-baseline fallback where a denominator is 0. ``optimal_time``'s
 horizon H is the longest episode seen: episodes are continued past their end with r = 0 and
-psi frozen (``pgcommon.baselines``), so a memory shorter than a new batch is padded with
+psi frozen (``pgtwin_core.baselines``), so a memory shorter than a new batch is padded with
 zero rows of ``num`` and ``sum_r`` and with its last row of ``den`` (where every episode it
 holds is at its final psi); a batch shorter than the memory is padded to the memory's H.
 """

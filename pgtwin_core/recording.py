@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from pgcommon import policy_inputs
-from pgcommon.advantages import TrainInputs
-from pgcommon.errors import RecordingMismatchError
-from pgcommon.rollout import Batch
-from pgcommon.specs import PolicySpec
+from pgtwin_core import policy_inputs
+from pgtwin_core.advantages import TrainInputs
+from pgtwin_core.errors import RecordingMismatchError
+from pgtwin_core.rollout import Batch
+from pgtwin_core.specs import PolicySpec
 
 
 class RecordedSteps:
@@ -117,6 +117,6 @@ def recorded_inputs(agent, recording, batch: Batch) -> TrainInputs:
         raise RecordingMismatchError(
             "update_path='cached' differentiates the rollout's own forward passes, but no "
             "rollout was recorded: collect the batch with agent.rollout_policy() first "
-            "(pgcommon.loop.iterate_training does), or use update_path='recompute'")
+            "(pgtwin_core.loop.iterate_training does), or use update_path='recompute'")
     recording.steps.check_batch(inputs.obs, agent.get_weights())
     return inputs

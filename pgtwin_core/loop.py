@@ -2,7 +2,7 @@
 
 It is TF-free: an agent is anything with ``spec``, ``config``, ``rollout_policy()`` and
 ``update(batch)`` (both twins' ``ReinforceAgent``). Returns are computed inside
-``update`` from ``pgcommon.advantages``, so both twins train on identical arrays.
+``update`` from ``pgtwin_core.advantages``, so both twins train on identical arrays.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any, Iterator, Protocol
 import gymnasium as gym
 import numpy as np
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.rollout import Batch, PolicyFn, RolloutState, collect
-from pgcommon.specs import PolicySpec
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.rollout import Batch, PolicyFn, RolloutState, collect
+from pgtwin_core.specs import PolicySpec
 
 
 class Agent(Protocol):

@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 from gymnasium.utils import seeding
 
-ENTRY_POINT = "pgcommon.seeded_cartpole:PerEnvSeededCartPoleVectorEnv"
+ENTRY_POINT = "pgtwin_core.seeded_cartpole:PerEnvSeededCartPoleVectorEnv"
 REPLACES = "gymnasium.envs.classic_control.cartpole:CartPoleVectorEnv"
 
 

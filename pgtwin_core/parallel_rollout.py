@@ -3,7 +3,7 @@
 Under ``tf.distribute.MirroredStrategy`` one process holds several replicas, each with its
 own vector env, action generator and rollout state. Collecting them one after another
 leaves the policy call of one replica waiting on the env steps of the others. Here each
-replica's :func:`pgcommon.rollout.collect` runs in its own thread: the policy call (a
+replica's :func:`pgtwin_core.rollout.collect` runs in its own thread: the policy call (a
 TensorFlow op, which releases the GIL) of one overlaps the env steps of another.
 
 Each thread touches only its own env, generator and state, and the policy is a pure
@@ -17,8 +17,8 @@ from typing import Sequence
 
 import numpy as np
 
-from pgcommon.rollout import Batch, PolicyFn, RolloutState, collect
-from pgcommon.specs import PolicySpec
+from pgtwin_core.rollout import Batch, PolicyFn, RolloutState, collect
+from pgtwin_core.specs import PolicySpec
 
 COLLECTIONS = ("parallel", "sequential")
 """How the replicas of one process collect: a thread each, or one after another."""

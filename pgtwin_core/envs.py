@@ -8,10 +8,10 @@ import gymnasium
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-import pgcommon.battery  # noqa: F401  (registers BatteryArbitrage-v0)
-from pgcommon import seeded_cartpole
-from pgcommon.history import HistoryWindow
-from pgcommon.observation_shape import ObservationShapeCheck
+import pgtwin_core.battery  # noqa: F401  (registers BatteryArbitrage-v0)
+from pgtwin_core import seeded_cartpole
+from pgtwin_core.history import HistoryWindow
+from pgtwin_core.observation_shape import ObservationShapeCheck
 
 Vectorization = Literal["auto", "vector", "sync", "async"]
 

@@ -4,7 +4,7 @@ Both twins train on exactly these arrays, so any difference between them is in t
 TensorFlow code, never in the data. The per-step weight ``w_i = valid_i / num_valid``
 turns the loss into a mean over the steps that belong to an episode::
 
-    R_i = G_i                         (pgcommon.returns.discounted_returns)
+    R_i = G_i                         (pgtwin_core.returns.discounted_returns)
     R_i = normalize(R_i over valid)   if config.normalize_returns
     A_i = R_i - mean_valid(R)         if config.baseline == "mean"
     A_i = R_i                         otherwise (the optimal baselines are the twins' job:
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pgcommon import policy_inputs
-from pgcommon.config import ReinforceConfig
-from pgcommon.returns import discounted_returns, normalize
-from pgcommon.rollout import Batch
-from pgcommon.specs import PolicySpec
+from pgtwin_core import policy_inputs
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.returns import discounted_returns, normalize
+from pgtwin_core.rollout import Batch
+from pgtwin_core.specs import PolicySpec
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec) -> 
     """The arrays an update is fed, in ``spec.dtype``, validated at this boundary.
 
     Raises ``ValueError`` for a batch with no valid step (nothing to learn from), and for
-    observations or actions that do not fit ``spec`` (``pgcommon.policy_inputs``: wrong
+    observations or actions that do not fit ``spec`` (``pgtwin_core.policy_inputs``: wrong
     shape, non-finite entries, categorical actions out of range), naming ``batch.obs`` or
     ``batch.actions`` and the first bad index.
     """

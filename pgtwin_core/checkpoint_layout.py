@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pgcommon.config import ReinforceConfig
-from pgcommon.errors import IncompatibleCheckpointError
-from pgcommon.specs import PolicySpec
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.errors import IncompatibleCheckpointError
+from pgtwin_core.specs import PolicySpec
 
 Shape = tuple[int, ...]
 

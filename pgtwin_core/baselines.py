@@ -2,7 +2,7 @@
 
 Both twins call this module with their own per-sample gradients, so the formulas below are
 written once; the twins only differentiate. Flat index ``i = t * N + n`` (time-major), as in
-``pgcommon.advantages``. ``g_i = grad log pi(a_i|s_i)``; ``<.>`` is a mean over episodes.
+``pgtwin_core.advantages``. ``g_i = grad log pi(a_i|s_i)``; ``<.>`` is a mean over episodes.
 
 Baselines (``ReinforceConfig.baseline``)::
 
@@ -32,7 +32,7 @@ from). The plug-in values are what the updates log as ``baseline``. The per-step
 leaving one out would not make it exact; its bias measured within sampling error).
 
 Memory (a decision, see docs/baselines.md): every episodic ratio above also takes in the
-decayed sums of earlier batches (``pgcommon/baseline_memory.py``, ``ReinforceConfig.
+decayed sums of earlier batches (``pgtwin_core/baseline_memory.py``, ``ReinforceConfig.
 baseline_memory``, default 0.5): ``b^(-e) = (M.num + sum_{e' != e} num_e') / (M.den +
 sum_{e' != e} den_e')``, the mean fallback ``(M.sum_r + sum_{e' != e} R_e') / (M.count + E - 1)``.
 Earlier batches are independent of episode e too, so the estimate stays exactly unbiased;
@@ -68,11 +68,11 @@ from typing import Callable
 
 import numpy as np
 
-from pgcommon.advantages import TrainInputs, training_inputs
-from pgcommon.baseline_memory import BaselineMemory, EpisodeSums
-from pgcommon.errors import NoCompleteEpisodeError
-from pgcommon.returns import discounted_returns
-from pgcommon.rollout import Batch
+from pgtwin_core.advantages import TrainInputs, training_inputs
+from pgtwin_core.baseline_memory import BaselineMemory, EpisodeSums
+from pgtwin_core.errors import NoCompleteEpisodeError
+from pgtwin_core.returns import discounted_returns
+from pgtwin_core.rollout import Batch
 
 EPISODIC = ("optimal_scalar_episodic", "optimal_per_param", "optimal_time")
 Grads = dict[str, np.ndarray]
@@ -271,7 +271,7 @@ def _ratio_estimate(num_terms: np.ndarray, den_terms: np.ndarray, returns: np.nd
 
     Args:
       num_terms, den_terms: float64 ``[E, K]``, each episode's ``den_e R_e`` and ``den_e``.
-      returns: float64 ``[E, 1]``, R_e. prior: the memory's sums (``pgcommon.baseline_memory``,
+      returns: float64 ``[E, 1]``, R_e. prior: the memory's sums (``pgtwin_core.baseline_memory``,
         shaped ``[K]``) or None.
 
     Returns:
@@ -297,7 +297,7 @@ def loo_scalar_baselines(sq_norms: np.ndarray, returns: np.ndarray,
 
     ``b*_e = sum_{e' != e} ||g_e'||^2 R_e' / sum_{e' != e} ||g_e'||^2``; their mean return
     where that denominator is 0, and 0 for a lone episode. ``prior``: earlier batches' sums
-    (``[]`` each, ``pgcommon.baseline_memory``) added to both.
+    (``[]`` each, ``pgtwin_core.baseline_memory``) added to both.
     """
     return _scalar_estimate(sq_norms, returns, prior)[0]
 
@@ -331,7 +331,7 @@ def per_param_ascent(scores: np.ndarray, returns: np.ndarray, num_steps: int,
     Args:
       scores: float ``[E, P]``, g_e per complete episode; returns: float ``[E]``, R_e.
       num_steps: ``sum_e T_e`` (the ascent is a mean per step, see the module doc).
-      prior: earlier batches' sums (``[P]``, ``pgcommon.baseline_memory``) added to the
+      prior: earlier batches' sums (``[P]``, ``pgtwin_core.baseline_memory``) added to the
         other episodes' in every ratio and fallback; None: this batch alone.
 
     Returns:
@@ -366,7 +366,7 @@ def time_ascent(grads: np.ndarray, lengths: np.ndarray, discounted_rewards: np.n
       grads: float ``[M, P]`` per-sample gradients, rows episode after episode, each in
         time order (``Segments.episode_order``); lengths: int ``[E]``, T_e.
       discounted_rewards: float ``[M]``, ``a_l r_l`` in the same row order.
-      prior: earlier batches' sums (``[H', P]``, ``pgcommon.baseline_memory``) added to the
+      prior: earlier batches' sums (``[H', P]``, ``pgtwin_core.baseline_memory``) added to the
         other episodes' in every ratio and fallback; H becomes ``max(H, H')``, the batch's
         episodes continued to it like the shorter ones. None: this batch alone.
 
@@ -431,7 +431,7 @@ def loo_from_sums(num: np.ndarray, den: np.ndarray, own_num: np.ndarray, own_den
     the episode's own terms; where that denominator is 0, the other episodes' mean
     ``(total_r - own_r) / (E - 1)``, and 0 for a lone episode. Subtracting the own terms
     leaves exactly 0 where no other episode contributes. The sums (and ``num_episodes``, then
-    a decayed count) may include earlier batches' (``pgcommon.baseline_memory``)."""
+    a decayed count) may include earlier batches' (``pgtwin_core.baseline_memory``)."""
     others = num_episodes - 1
     fallback = ((total_r - own_r) / others if others > 0
                 else np.zeros_like(np.asarray(own_r, np.float64)))
@@ -478,7 +478,7 @@ class EpisodicEstimate:
     num_episodes: int
     """E, the complete episodes the estimate uses."""
     sums: EpisodeSums
-    """This batch's sums in raw return units (``pgcommon.baseline_memory``): what the
+    """This batch's sums in raw return units (``pgtwin_core.baseline_memory``): what the
     agent's ``BaselineMemory`` takes in once the update is applied."""
 
 

@@ -15,9 +15,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from pgcommon import sampling
-from pgcommon.observation_shape import ObservationShapeError, shape_message
-from pgcommon.specs import PolicySpec
+from pgtwin_core import sampling
+from pgtwin_core.observation_shape import ObservationShapeError, shape_message
+from pgtwin_core.specs import PolicySpec
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
 
@@ -109,7 +109,7 @@ def collect(
     """Run ``num_steps`` steps of every env and return ``(batch, state)``.
 
     Args:
-      envs: a vector env with NEXT_STEP autoreset (see ``pgcommon.envs.make_vec_env``).
+      envs: a vector env with NEXT_STEP autoreset (see ``pgtwin_core.envs.make_vec_env``).
       policy_fn: maps observations ``[N, *obs_shape]`` to distribution parameters
         ``[N, spec.num_params]`` (numpy), e.g. a twin's ``dist_params``.
       spec: the policy spec, for sampling and clipping.
@@ -211,7 +211,7 @@ def _check_autoreset_mode(envs: gym.vector.VectorEnv) -> None:
     if mode is not None and AutoresetMode(mode) is not AutoresetMode.NEXT_STEP:
         raise ValueError(
             f"collect: the vector env autoresets in mode {AutoresetMode(mode)!r}; rollouts need "
-            f"{AutoresetMode.NEXT_STEP!r} (gymnasium's default, see pgcommon.envs.make_vec_env)"
+            f"{AutoresetMode.NEXT_STEP!r} (gymnasium's default, see pgtwin_core.envs.make_vec_env)"
         )
 
 

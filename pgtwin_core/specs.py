@@ -61,7 +61,7 @@ class PolicySpec:
     action_start: int = 0
     """Categorical only: the env's first action (gymnasium's ``Discrete(n, start=s)``). The
     policy samples indices ``0..n-1``; the env is stepped with ``s + index``
-    (``pgcommon.sampling.env_actions``), and batches keep the indices."""
+    (``pgtwin_core.sampling.env_actions``), and batches keep the indices."""
 
     def __post_init__(self) -> None:
         _check_choice("distribution", self.distribution, DISTRIBUTIONS)

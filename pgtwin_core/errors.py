@@ -32,7 +32,7 @@ class NoCompleteEpisodeError(ValueError):
     ``optimal_scalar_episodic``, ``optimal_per_param`` and ``optimal_time`` use only episodes
     that both start and end inside the batch; episodes longer than the rollout (a good
     CartPole policy runs 500 steps) leave none. ``agent.update`` skips such a batch (see
-    ``pgcommon.baselines.skipped_update_metrics``); ``gradients`` and ``loss_value`` raise.
+    ``pgtwin_core.baselines.skipped_update_metrics``); ``gradients`` and ``loss_value`` raise.
     """
 
 
@@ -40,7 +40,7 @@ class IncompatibleCheckpointError(ValueError):
     """An agent checkpoint was written by an agent of another architecture, dtype or optimizer.
 
     Raised by both twins' ``restore`` before any value is assigned (the agent is unchanged),
-    with every mismatched variable and both shapes (``pgcommon.checkpoint_layout``).
+    with every mismatched variable and both shapes (``pgtwin_core.checkpoint_layout``).
     """
 
     def __init__(self, path: str, problems: list[str]):
