@@ -26,7 +26,8 @@ import numpy as np
 from pgtwin.initialisation import initial_value_row
 from pgtwin.ladder import ParityReport, Row, compare_arrays
 from pgtwin.loss_hints import ratio_hint, softmax_hint
-from pgtwin.optimizer_config import keras_optimizer, optimizer_rows, tf1_optimizer
+from pgtwin.optimizer_config import (FLOAT32_ROUNDING, keras_optimizer, optimizer_rows,
+                                     rounded_to_float32, tf1_optimizer)
 from pgtwin.optimizer_pairs import optimizer_factories
 from pgtwin.parity_rows import gradient_rows, output_rows, tolerances
 from pgtwin.programs import TF1Program, TF2Program
@@ -201,11 +202,9 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, ste
         kind, settings = keras_optimizer(eager.optimizer)
         rows.extend(optimizer_rows(tf1_kind, tf1_settings, kind, settings,
                                    ("its train_op", type(eager.optimizer).__name__), ctx))
-        if dtype == "float64" and _rounded_to_float32(tf1_settings, settings):
+        if dtype == "float64" and rounded_to_float32(tf1_settings, settings):
             rtol, atol = tolerances("float32")["weights"]
-            hint = ("compared at float32 tolerance: TF1's optimizer rounds its settings to "
-                    "float32 even in a float64 graph (beta_2 = float32(0.999)) and Keras "
-                    "does not, a ~1e-7 relative drift that is not your code's")
+            hint = "compared at float32 tolerance: " + FLOAT32_ROUNDING
     else:
         rows.append(Row("weights", "optimizer", 0.0, 0.0, True,
                         "no Keras optimizer found on the TF2 object to compare settings "
@@ -256,13 +255,6 @@ def _run_steps(legacy: TF1Side, eager: TF2Side, where: str) -> Row | None:
             return Row("weights", "train step", float("inf"), float("inf"), False,
                        f"the {side} raised {type(err).__name__}: {err}", where)
     return None
-
-
-def _rounded_to_float32(tf1_settings: Mapping[str, float],
-                        keras_settings: Mapping[str, float]) -> bool:
-    """True when some TF1 setting is the float32 rounding of the Keras one (not equal)."""
-    return any(a != keras_settings[k] and a == float(np.float32(keras_settings[k]))
-               for k, a in tf1_settings.items() if k in keras_settings)
 
 
 def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,

@@ -155,3 +155,17 @@ def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind:
         rows.append(Row("weights", "optimizer.semantics", 0.0, 0.0, True,
                         _KNOWN_DIFFERENCES[tf1_kind], context))
     return rows
+
+
+#: Why a float64 TF1 Adam drifts from Keras by ~1e-7 relative per step.
+FLOAT32_ROUNDING = ("TF1's optimizer rounds its settings to float32 even in a float64 graph "
+                    "(beta_2 = float32(0.999)) and Keras does not, a ~1e-7 relative drift "
+                    "per step that is not your code's (legacy_graph.optimizers.KerasMatchedAdam "
+                    "matches Keras)")
+
+
+def rounded_to_float32(tf1_settings: Mapping[str, float],
+                       keras_settings: Mapping[str, float]) -> bool:
+    """True when some TF1 setting is the float32 rounding of the Keras one (not equal)."""
+    return any(a != keras_settings[k] and a == float(np.float32(keras_settings[k]))
+               for k, a in tf1_settings.items() if k in keras_settings)

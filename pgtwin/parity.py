@@ -45,8 +45,9 @@ import tensorflow as tf
 from pgtwin.code_checks import eager_guard, require_eager
 from pgtwin.code_parity import compare_programs, is_program_pair
 from pgtwin.ladder import ParityReport, Row, compare_arrays
-from pgtwin.optimizer_config import keras_optimizer, optimizer_rows, tf1_optimizer
-from pgtwin.optimizer_pairs import optimizer_factories, rounding_hint
+from pgtwin.optimizer_config import (FLOAT32_ROUNDING, keras_optimizer, optimizer_rows,
+                                     rounded_to_float32, tf1_optimizer)
+from pgtwin.optimizer_pairs import optimizer_factories
 from pgtwin.parity_rows import DEFAULT_TOLERANCES, gradient_rows, output_rows, tolerances
 from pgtwin.programs import TF1Program, TF2Program
 from pgtwin.tf1_side import GRAPH_SEED, cast_feed, restated_step, tf1_variables
@@ -243,12 +244,15 @@ def compare(
             make_tf1, make_keras = optimizer_factories(optimizer, var_dtype)
             tf1_opt = legacy.set_optimizer(make_tf1)
             keras_opt = eager.set_optimizer(make_keras)
+            tf1_settings = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed)
+            keras_settings = keras_optimizer(keras_opt)
             report.rows.extend(optimizer_rows(
-                *tf1_optimizer(legacy.train_op, legacy.session, legacy.feed),
-                *keras_optimizer(keras_opt), (type(tf1_opt).__name__, type(keras_opt).__name__),
-                ctx))
+                *tf1_settings, *keras_settings,
+                (type(tf1_opt).__name__, type(keras_opt).__name__), ctx))
             # Only a drift that nothing earlier explains gets the float32-rounding hint.
-            hint = rounding_hint(tf1_opt, var_dtype) if report.ok else ""
+            rounded = var_dtype == "float64" and rounded_to_float32(tf1_settings[1],
+                                                                     keras_settings[1])
+            hint = FLOAT32_ROUNDING if report.ok and rounded else ""
             report.rows.extend(_weight_rows(legacy, eager, eager_names, steps, *tol["weights"],
                                             ctx, hint))
     finally:
