@@ -9,13 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import tensorflow as tf
 
 from eager.optimizers import make_optimizer as make_keras_optimizer
 from legacy_graph.optimizers import make_optimizer as make_tf1_optimizer
 from pgtwin_core.config import ReinforceConfig
 
-tf1 = tf.compat.v1
 
 _SPEC_KEYS = {
     "learning_rate": "learning_rate",
