@@ -1,0 +1,98 @@
+"""Optimizer settings read off a TF1 train_op's apply ops and off Keras' get_config, compared.
+
+Expected values are the settings each optimizer was built with (written next to them).
+"""
+from __future__ import annotations
+
+import keras
+import pytest
+import tensorflow as tf
+
+from pgtwin.optimizer_config import keras_optimizer, optimizer_rows, tf1_optimizer
+
+tf1 = tf.compat.v1
+
+
+def tf1_settings(make, feed_lr=None):
+    """The (kind, settings) of ``make()``'s minimize op on a one-variable loss."""
+    graph = tf.Graph()
+    with graph.as_default():
+        w = tf1.get_variable("w", [3], initializer=tf1.ones_initializer())
+        lr = tf1.placeholder(tf.float32, [], name="lr") if feed_lr is not None else None
+        train_op = make(lr).minimize(tf.reduce_sum(tf.square(w)))
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            return tf1_optimizer(train_op, sess, {lr: feed_lr} if lr is not None else None)
+
+
+def test_tf1_adam_settings_come_from_its_apply_op():
+    kind, s = tf1_settings(lambda _: tf1.train.AdamOptimizer(0.003, 0.8, 0.99, 1e-6))
+    assert kind == "adam"
+    # stored as float32 tensors in the graph
+    assert s == {k: pytest.approx(v, rel=1e-7) for k, v in
+                 {"learning_rate": 0.003, "beta_1": 0.8, "beta_2": 0.99, "epsilon": 1e-6,
+                  "nesterov": 0.0}.items()}
+
+
+def test_a_fed_learning_rate_placeholder_is_read_from_the_feed():
+    kind, s = tf1_settings(lambda lr: tf1.train.GradientDescentOptimizer(lr), feed_lr=0.25)
+    assert (kind, s["learning_rate"]) == ("sgd", 0.25)
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_momentum_matches_keras_sgd_with_momentum(nesterov):
+    kind, s = tf1_settings(lambda _: tf1.train.MomentumOptimizer(0.1, 0.9, use_nesterov=nesterov))
+    k_kind, k = keras_optimizer(keras.optimizers.SGD(0.1, momentum=0.9, nesterov=nesterov))
+    rows = optimizer_rows(kind, s, k_kind, k, ("MomentumOptimizer", "SGD"), "")
+    assert all(r.ok for r in rows), rows
+    assert {r.item for r in rows} >= {"optimizer.learning_rate", "optimizer.momentum",
+                                      "optimizer.nesterov"}
+
+
+def test_rmsprop_defaults_differ_in_epsilon_and_the_semantics_are_explained():
+    # TF1 RMSPropOptimizer: decay 0.9, epsilon 1e-10; Keras RMSprop: rho 0.9, epsilon 1e-7.
+    kind, s = tf1_settings(lambda _: tf1.train.RMSPropOptimizer(0.01))
+    k_kind, k = keras_optimizer(keras.optimizers.RMSprop(0.01))
+    rows = optimizer_rows(kind, s, k_kind, k, ("RMSPropOptimizer", "RMSprop"), "")
+    bad = [r for r in rows if not r.ok]
+    assert [r.item for r in bad] == ["optimizer.epsilon"]
+    assert "1e-10" in bad[0].note and "1e-07" in bad[0].note
+    assert any(r.item == "optimizer.semantics" and "square root" in r.note for r in rows)
+
+
+def test_keras_adamw_is_not_tf1_adam():
+    kind, s = tf1_settings(lambda _: tf1.train.AdamOptimizer(0.01))
+    k_kind, k = keras_optimizer(keras.optimizers.AdamW(0.01, epsilon=1e-8))
+    [row] = optimizer_rows(kind, s, k_kind, k, ("AdamOptimizer", "AdamW"), "")
+    assert not row.ok and "no weight decay" in row.note
+
+
+def test_tf_keras_optimizers_are_read_through_get_config():
+    import tf_keras
+    for opt, kind in ((tf_keras.optimizers.Adam(0.01, epsilon=1e-8), "adam"),
+                      (tf_keras.optimizers.legacy.Adam(0.01, epsilon=1e-8), "adam"),
+                      (tf_keras.optimizers.SGD(0.01, momentum=0.5), "sgd"),
+                      (tf_keras.optimizers.RMSprop(0.01), "rmsprop")):
+        got_kind, s = keras_optimizer(opt)
+        assert got_kind == kind and s["learning_rate"] == pytest.approx(0.01)
+
+
+def test_keras_clipping_is_shown_but_not_failed():
+    kind, s = tf1_settings(lambda _: tf1.train.AdamOptimizer(0.01))
+    k_kind, k = keras_optimizer(keras.optimizers.Adam(0.01, epsilon=1e-8, global_clipnorm=1.0))
+    rows = optimizer_rows(kind, s, k_kind, k, ("AdamOptimizer", "Adam"), "")
+    clip = next(r for r in rows if r.item == "optimizer.global_clipnorm")
+    assert clip.ok and "clipping" in clip.note
+
+
+def test_two_optimizers_on_the_compared_variables_are_mixed():
+    graph = tf.Graph()
+    with graph.as_default():
+        w = tf1.get_variable("w", [3])
+        loss = tf.reduce_sum(tf.square(w))
+        op = tf.group(tf1.train.AdamOptimizer(0.1).minimize(loss),
+                      tf1.train.GradientDescentOptimizer(0.1).minimize(loss))
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            kind, _ = tf1_optimizer(op, sess)
+    assert kind == "mixed: adam, sgd"
