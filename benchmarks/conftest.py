@@ -8,7 +8,7 @@ Each group times the same work three ways, on the same spec, weights and data:
 ``function``  the eager twin as shipped: ``tf.function`` (one trace, then graph calls).
 
 ``pgtwin bench`` reads the figures back by ``group`` and by the ``variant`` in
-``benchmark.extra_info`` and reports each as a ratio to ``graph`` (see ``pgtwin/bench.py``).
+``benchmark.extra_info`` and reports each as a ratio to ``graph`` (see ``pgtwin/measure/bench.py``).
 In CI, ``setup.cfg`` passes ``--benchmark-disable``: each body then runs once, as a test.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import tensorflow as tf
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.rollout import Batch
 from pgtwin_core.specs import PolicySpec, init_weights
-from pgtwin.twin_parity import POLICY_KINDS, PolicyKind, fixed_batch
+from pgtwin.parity.twin_parity import POLICY_KINDS, PolicyKind, fixed_batch
 from pgtwin.twins import agent_class
 
 VARIANTS = ("graph", "eager", "function")
@@ -40,7 +40,7 @@ VARIANT_LABELS = {
 """Labels of the variants, and of ``function_plain`` (policy step group only)."""
 
 UPDATE_KINDS = ("categorical_mlp", "gaussian_tanh_mlp", "gaussian_lstm")
-"""Policy kinds of the update group (``pgtwin.twin_parity.POLICY_KINDS``): categorical MLP,
+"""Policy kinds of the update group (``pgtwin.parity.twin_parity.POLICY_KINDS``): categorical MLP,
 Gaussian MLP, and the LSTM over a K = 8 window."""
 
 SEED = 0

@@ -15,7 +15,7 @@ from benchmarks.conftest import agent_for, eager_mode, label
 from pgtwin_core import policy_inputs
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.rollout import collect
-from pgtwin.twin_parity import POLICY_KINDS
+from pgtwin.parity.twin_parity import POLICY_KINDS
 
 KIND = "categorical_mlp"
 ENV_ID, NUM_ENVS, NUM_STEPS = POLICY_KINDS[KIND].env_id, 64, 32

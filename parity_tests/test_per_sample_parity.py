@@ -2,7 +2,7 @@
 baseline's gradient and weights after a few updates.
 
 Both twins get the same spec, weights and batch (``tests.per_sample_cases``). Rows go through
-``pgtwin.ladder`` so a failure prints each item's max abs and max relative error.
+``pgtwin.parity.ladder`` so a failure prints each item's max abs and max relative error.
 Tolerances: float64 1e-9 relative; float32 1e-4 relative to each item's largest entry (a
 per-sample gradient near zero carries float32 rounding of the larger ones around it).
 """
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from pgtwin_core.config import ReinforceConfig
-from pgtwin.ladder import ParityReport, compare_arrays
+from pgtwin.parity.ladder import ParityReport, compare_arrays
 from pgtwin.twins import agent_class
 
 from tests.per_sample_cases import KINDS, episodic_batch, random_inputs, random_weights
@@ -99,7 +99,7 @@ def test_every_baseline_agrees_across_twins(kind, dtype, baseline):
         for name in a:
             compare(report, "gradients", f"{name}@memory", a[name], b[name], dtype, context)
     wa, wb = graph.get_weights(), eager.get_weights()
-    for name in wa:  # float32 Adam steps part by ~1e-5 of a step (pgtwin.twin_parity)
+    for name in wa:  # float32 Adam steps part by ~1e-5 of a step (pgtwin.parity.twin_parity)
         compare(report, "weights", name, wa[name], wb[name], dtype, context,
                 atol_steps=RTOL[dtype] * UPDATES * config.learning_rate)
     graph.close()

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from pgtwin.twin_parity import POLICY_KINDS, TRAINING_ATOL_FLOAT64, run_ladder
+from pgtwin.parity.twin_parity import POLICY_KINDS, TRAINING_ATOL_FLOAT64, run_ladder
 
 UPDATES = 20
 

@@ -1,4 +1,4 @@
-"""The twin ladder, rungs 1-5, for every policy kind and dtype (``pgtwin.twin_parity``).
+"""The twin ladder, rungs 1-5, for every policy kind and dtype (``pgtwin.parity.twin_parity``).
 
 Both twins are built from the same spec and weights and fed one fixed batch collected from
 a fixed seed. Each rung's test fails with the per-variable (or per-output) max abs and max
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from pgtwin.ladder import TWIN_RUNGS
-from pgtwin.twin_parity import POLICY_KINDS, RTOL, run_ladder
+from pgtwin.parity.ladder import TWIN_RUNGS
+from pgtwin.parity.twin_parity import POLICY_KINDS, RTOL, run_ladder
 
 FIXED_RUNGS = TWIN_RUNGS[:5]
 kinds = pytest.mark.parametrize("kind", tuple(POLICY_KINDS))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pgtwin.ladder import ParityReport, compare_arrays
+from pgtwin.parity.ladder import ParityReport, compare_arrays
 from pgtwin.twins import IMPLS
 from tests.update_path_cases import CASES, agent, config, envs_for, recorded_batch
 

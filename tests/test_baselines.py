@@ -450,7 +450,7 @@ def test_optimal_baselines_lower_the_variance_and_stay_unbiased():
     gradient within sampling error, and the optimal baselines are no noisier than the mean
     baseline of their family, batch-only or with the same memory (paired over the same
     batches; measured: the episodic ones 20-30 % below it)."""
-    from pgtwin.baseline_variance import ESTIMATORS, gradient_estimates, paired_excess
+    from pgtwin.measure.baseline_variance import ESTIMATORS, gradient_estimates, paired_excess
 
     spec = PolicySpec("categorical", (4,), 2, hidden=(8,), dtype="float64")
     weights = random_weights(spec, seed=3)

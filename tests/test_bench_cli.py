@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from pgtwin import bench
+from pgtwin.measure import bench
 from pgtwin.cli import main
 
 

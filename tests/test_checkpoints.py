@@ -13,10 +13,10 @@ import pytest
 
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.rollout import RolloutState, collect
-from pgtwin import checkpoints, env_snapshot
-from pgtwin.checkpoints import CheckpointError
-from pgtwin.episode_log import EpisodeLog, finished_episodes, read_episodes
-from pgtwin.plots import trailing_mean
+from pgtwin.train import checkpoints, env_snapshot
+from pgtwin.train.checkpoints import CheckpointError
+from pgtwin.train.episode_log import EpisodeLog, finished_episodes, read_episodes
+from pgtwin.train.plots import trailing_mean
 from tests.fixed_length_env import SPEC, fixed_length_vec, uniform_policy
 
 

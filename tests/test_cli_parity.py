@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from pgtwin import twin_parity
+from pgtwin.parity import twin_parity
 from pgtwin.cli import main
-from pgtwin.ladder import TWIN_RUNGS, ParityReport, Row
+from pgtwin.parity.ladder import TWIN_RUNGS, ParityReport, Row
 
 FIXED_RUNGS = TWIN_RUNGS[:5]
 ONE = ["parity", "--policy", "categorical_mlp", "--dtype", "float64", "--skip-training"]

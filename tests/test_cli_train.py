@@ -15,11 +15,11 @@ import pytest
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.specs import init_weights, spec_for_env
 from pgtwin.cli import main
-from pgtwin.commands.train import add_parser, settings_from_args
-from pgtwin.defaults import defaults_for, for_episodic_baseline
-from pgtwin.episode_log import read_episodes
-from pgtwin.plots import trailing_mean
-from pgtwin.training_run import load_weights
+from pgtwin.cli.commands.train import add_parser, settings_from_args
+from pgtwin.train.env_defaults import defaults_for, for_episodic_baseline
+from pgtwin.train.episode_log import read_episodes
+from pgtwin.train.plots import trailing_mean
+from pgtwin.train.run import load_weights
 
 TINY = ["--num-envs", "4", "--num-steps", "16", "--hidden", "8", "--no-progress"]
 

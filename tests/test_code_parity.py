@@ -1,4 +1,4 @@
-"""The ladder on user code as written (pgtwin.code_parity): each rung passes and each catches
+"""The ladder on user code as written (pgtwin.parity.code_parity): each rung passes and each catches
 the migration mistake it is for, with a message that says what to fix.
 
 The programs are in tests/user_programs.py. Expected numbers are derived in comments: a
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pgtwin.code_parity import compare_programs
+from pgtwin.parity.code_parity import compare_programs
 from pgtwin.parity import compare
-from pgtwin.programs import TF1Program, TF2Program
+from pgtwin.parity.programs import TF1Program, TF2Program
 from tests import user_programs as up
 
 tf1 = tf.compat.v1
@@ -60,7 +60,7 @@ def test_global_step_as_old_notebooks_make_it_is_found_and_incremented():
     # Regression: TypeError 'Existing "global_step" does not have integer type: resource'.
     side_report = compare_programs(up.tf1_program(), up.tf2_program(), BATCH, steps=2)
     assert side_report.ok, side_report.to_table()
-    from pgtwin.tf1_side import TF1Side
+    from pgtwin.parity.tf1_side import TF1Side
     side = TF1Side(up.tf1_program(), BATCH)
     try:
         side.step()
@@ -73,7 +73,7 @@ def test_global_step_as_old_notebooks_make_it_is_found_and_incremented():
 
 def test_inputs_are_cast_to_the_declared_placeholder_dtypes_as_feed_dict_does():
     # Regression: int64 actions and float64 returns into int32/float32 placeholders.
-    from pgtwin.tf1_side import TF1Side
+    from pgtwin.parity.tf1_side import TF1Side
     side = TF1Side(up.tf1_program(), BATCH)
     try:
         fed = {k: side.feed[p] for k, p in side.placeholders.items()}
@@ -84,7 +84,7 @@ def test_inputs_are_cast_to_the_declared_placeholder_dtypes_as_feed_dict_does():
 
 
 def test_a_value_the_cast_would_change_is_refused_naming_input_placeholder_and_dtypes():
-    from pgtwin.tf1_side import FeedError
+    from pgtwin.parity.tf1_side import FeedError
     batch = dict(BATCH, actions=BATCH["actions"] + 0.5)
     with pytest.raises(FeedError) as err:
         compare_programs(up.tf1_program(), up.tf2_program(), batch)
@@ -215,7 +215,7 @@ def test_a_tf1_program_that_switches_eager_off_is_refused_at_its_line():
         tf1.disable_v2_behavior()
 
     program = TF1Program(build=build, feeds={}, loss="loss")
-    from pgtwin.code_checks import EagerSwitchedOffError
+    from pgtwin.parity.code_checks import EagerSwitchedOffError
     with pytest.raises(EagerSwitchedOffError) as err:
         compare_programs(program, up.tf2_program(), BATCH)
     assert "test_code_parity.py" in str(err.value) and "delete the line" in str(err.value)
@@ -223,7 +223,7 @@ def test_a_tf1_program_that_switches_eager_off_is_refused_at_its_line():
 
 
 def test_tf_layers_under_keras_3_and_tf_contrib_get_the_legacy_instructions():
-    from pgtwin.code_checks import LegacyCodeError
+    from pgtwin.parity.code_checks import LegacyCodeError
 
     def with_layers():
         x = tf1.placeholder(tf.float32, [None, 4])
@@ -245,7 +245,7 @@ def test_tf_layers_under_keras_3_and_tf_contrib_get_the_legacy_instructions():
 
 
 def test_a_missing_feed_is_named_with_the_fix():
-    from pgtwin.tf1_side import FeedError
+    from pgtwin.parity.tf1_side import FeedError
     program = TF1Program(build=up.PolicyGradient, feeds={"obs": "obs_ph", "actions": "act_ph"},
                          loss="loss")
     batch = {k: BATCH[k] for k in ("obs", "actions")}

@@ -19,8 +19,8 @@ from legacy_graph.agent import ReinforceAgent as LegacyAgent
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.specs import PolicySpec, spec_for_env
-from pgtwin import checkpoint_migration
-from pgtwin.checkpoint_migration import (
+from pgtwin.migrate import agent_checkpoint as checkpoint_migration
+from pgtwin.migrate.agent_checkpoint import (
     CheckpointMismatchError, ConversionVerificationError, adam_step_count, convert_checkpoint)
 from pgtwin.cli import main
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from pgtwin.cli import main
-from pgtwin.defaults import defaults_for
-from pgtwin.episode_log import read_episodes
+from pgtwin.train.env_defaults import defaults_for
+from pgtwin.train.episode_log import read_episodes
 
 
 @pytest.mark.slow
@@ -63,7 +63,7 @@ def test_a_second_demo_into_the_same_logdir_is_refused_before_any_work(tmp_path,
 
 
 def test_overwrite_removes_the_earlier_runs(tmp_path):
-    from pgtwin.commands.demo import prepare_demo_logdir
+    from pgtwin.cli.commands.demo import prepare_demo_logdir
 
     logdir = str(tmp_path / "demo")
     _earlier_demo(logdir)

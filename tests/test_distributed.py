@@ -1,4 +1,4 @@
-"""The eager twin under ``tf.distribute`` (eager/distributed.py, pgtwin/distributed_training.py)
+"""The eager twin under ``tf.distribute`` (eager/distributed.py, pgtwin/train/distributed.py)
 and rollouts stepped in worker processes.
 
 The oracle of every distributed update is the single-device ``eager.agent.ReinforceAgent``
@@ -26,7 +26,7 @@ from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.rollout import collect
 from pgtwin_core.specs import PolicySpec, init_weights, spec_for_env
-from pgtwin.distributed_training import (
+from pgtwin.train.distributed import (
     check_tf_config, concat_batches, make_strategy, replica_env_seed, replica_rng,
 )
 
@@ -137,7 +137,7 @@ def test_checkpoint_agreement_takes_the_newest_update_every_worker_has():
     # lock-step exchange, as the collective is. Oracle: the newest update in every set.
     import threading
 
-    from pgtwin.checkpoint_shards import agree
+    from pgtwin.train.checkpoint_shards import agree
 
     cases = [[{3, 6}, {3, 6}, {3, 6}], [{3, 6}, {3}, {3, 6}], [{6, 9}, {3, 6}, {9}],
              [{2, 4, 6}, {4, 6}, {1, 4, 7}], [{5}], [set(), {1}]]
@@ -221,7 +221,7 @@ def test_strategy_and_tf_config_errors():
 ])
 def test_train_command_strategy_errors(extra, message, capsys, monkeypatch, tmp_path):
     from pgtwin.cli import main
-    from pgtwin.training_run import RunSettings, run_paths, write_settings
+    from pgtwin.train.run import RunSettings, run_paths, write_settings
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
     if "TF_CONFIG" in extra:
@@ -288,8 +288,8 @@ def test_episodic_memory_and_optimizer_round_trip_through_a_distributed_checkpoi
     # oracle is the uninterrupted run; the memory must hold something to be a test of it.
     import tensorflow as tf
 
-    from pgtwin.distributed_run import train_under_strategy
-    from pgtwin.training_run import RunSettings, load_weights
+    from pgtwin.train.distributed_run import train_under_strategy
+    from pgtwin.train.run import RunSettings, load_weights
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     config = ReinforceConfig(num_envs=3, num_steps=64, baseline="optimal_per_param",
@@ -569,7 +569,7 @@ def test_two_workers_train_to_identical_weights(tmp_path):
         env["TF_CONFIG"] = json.dumps({"cluster": cluster,
                                        "task": {"type": "worker", "index": index}})
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "pgtwin.distributed_training", "--strategy", "multi-worker",
+            [sys.executable, "-m", "pgtwin.train.distributed", "--strategy", "multi-worker",
              "--env", "CartPole-v1", "--updates", "3", "--num-envs", "4", "--num-steps", "32",
              "--optimizer", "sgd", "--learning-rate", "0.1", "--seed", "0",
              "--save-weights", str(tmp_path / f"w{index}.npz")],

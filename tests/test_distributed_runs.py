@@ -27,9 +27,9 @@ import time
 import numpy as np
 import pytest
 
-from pgtwin import checkpoint_shards, checkpoints
-from pgtwin.episode_log import read_episodes
-from pgtwin.training_run import load_weights
+from pgtwin.train import checkpoint_shards, checkpoints
+from pgtwin.train.episode_log import read_episodes
+from pgtwin.train.run import load_weights
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UPDATES = 15

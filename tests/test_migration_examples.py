@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 from examples.make_batches import EXAMPLES, batch_path
-from pgtwin.programs import TF1Program, TF2Program, resolve
+from pgtwin.parity.programs import TF1Program, TF2Program, resolve
 
 tf1 = tf.compat.v1
 EXAMPLES_DIR = pathlib.Path(__file__).resolve().parent.parent / "examples"

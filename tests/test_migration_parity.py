@@ -12,7 +12,7 @@ import importlib
 import numpy as np
 import pytest
 
-from pgtwin.code_parity import compare_programs
+from pgtwin.parity.code_parity import compare_programs
 
 EXAMPLES = ("tf1_agent_class", "tf1_notebook", "tf1_actor_critic")
 #: What the first failing row must say, by wrong factory: the fix for the mistake made.

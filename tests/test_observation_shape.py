@@ -18,7 +18,7 @@ from pgtwin_core.envs import make_vec_env
 from pgtwin_core.observation_shape import ObservationShapeError
 from pgtwin_core.rollout import collect
 from pgtwin_core.specs import spec_for_env
-from pgtwin import checkpoints
+from pgtwin.train import checkpoints
 from pgtwin.cli import main
 
 WHAT = ("observation of shape (5,) from env 2 at rollout step 1 (env-step 24); expected (4,), "

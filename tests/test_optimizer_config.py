@@ -8,7 +8,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from pgtwin.optimizer_config import keras_optimizer, optimizer_rows, tf1_optimizer
+from pgtwin.parity.optimizer_config import keras_optimizer, optimizer_rows, tf1_optimizer
 
 tf1 = tf.compat.v1
 

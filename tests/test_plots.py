@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pgtwin.plots import Curve, learning_curve_figure
+from pgtwin.train.plots import Curve, learning_curve_figure
 
 
 def _labels(fig):

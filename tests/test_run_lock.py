@@ -17,11 +17,11 @@ import pytest
 
 import tests.cli_envs  # noqa: F401  (registers the test envs)
 from pgtwin.cli import main
-from pgtwin.run_lock import RunLock, RunLockError
+from pgtwin.train.run_lock import RunLock, RunLockError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--num-envs", "2", "--num-steps", "8", "--hidden", "8", "--no-progress"]
-HOLD = ("import sys, time; from pgtwin.run_lock import RunLock; RunLock(sys.argv[1]).acquire(); "
+HOLD = ("import sys, time; from pgtwin.train.run_lock import RunLock; RunLock(sys.argv[1]).acquire(); "
         "print('locked', flush=True); time.sleep(120)")
 
 

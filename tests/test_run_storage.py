@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 
-from pgtwin import checkpoints, run_checkpoint, run_storage
+from pgtwin.train import checkpoints, run_checkpoint, run_storage
 from pgtwin.cli import main
 
 TINY = ["--env", "CartPole-v1", "--num-envs", "2", "--num-steps", "8", "--hidden", "8",

@@ -19,10 +19,10 @@ import tests.cli_envs  # noqa: F401  (registers the test envs)
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.loop import NO_COMPLETE_EPISODE, NON_FINITE, skip_reason
 from pgtwin_core.specs import init_weights, spec_for_env
-from pgtwin import checkpoints
+from pgtwin.train import checkpoints
 from pgtwin.cli import main
-from pgtwin.skipped_updates import MAX_CONSECUTIVE_SKIPS
-from pgtwin.training_run import RunSettings, load_weights
+from pgtwin.train.skipped_updates import MAX_CONSECUTIVE_SKIPS
+from pgtwin.train.run import RunSettings, load_weights
 
 HUGE = ["--env", "tests.cli_envs:HugeRewardCartPole-v0", "--no-normalize-returns",
         "--num-envs", "2", "--num-steps", "8", "--hidden", "8", "--no-progress", "--no-stop"]

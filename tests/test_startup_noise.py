@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from pgtwin.tensorflow_startup import shown
+from pgtwin.cli.tensorflow_startup import shown
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ABSL_LINE = re.compile(r"^[IWEF]\d{4} ", re.M)

@@ -1,4 +1,4 @@
-"""A TF1 Saver checkpoint converted into the user's own Keras model (pgtwin.user_checkpoint).
+"""A TF1 Saver checkpoint converted into the user's own Keras model (pgtwin.migrate.user_checkpoint).
 
 The oracle is always the TF1 side: the TF1 class's own graph and Session (its outputs, its
 ``train_op`` step) and ``tf.train.load_checkpoint`` of what its ``Saver`` wrote. The
@@ -15,9 +15,9 @@ import pytest
 import tensorflow as tf
 
 from pgtwin.cli import main
-from pgtwin.factories import FactoryError, load_factory
-from pgtwin.programs import TF1Program, TF2Program
-from pgtwin.user_checkpoint import UserCheckpointError, convert_user_checkpoint
+from pgtwin.cli.factories import FactoryError, load_factory
+from pgtwin.parity.programs import TF1Program, TF2Program
+from pgtwin.migrate.user_checkpoint import UserCheckpointError, convert_user_checkpoint
 
 tf1 = tf.compat.v1
 OBS_DIM, HIDDEN, N_ACTIONS = 3, 5, 2

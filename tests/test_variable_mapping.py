@@ -1,5 +1,5 @@
-"""Inferring which TF2 variable holds which TF1 variable (pgtwin.variable_mapping), and the
-initialisation rung's statistics (pgtwin.initialisation) against hand-derived values."""
+"""Inferring which TF2 variable holds which TF1 variable (pgtwin.parity.variable_mapping), and the
+initialisation rung's statistics (pgtwin.parity.initialisation) against hand-derived values."""
 from __future__ import annotations
 
 import math
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from pgtwin.initialisation import initial_value_row, ks_pvalue, ks_statistic, variance_ratio_pvalue
-from pgtwin.variable_mapping import MappingError, VariableInfo, infer_mapping, kind
+from pgtwin.parity.initialisation import initial_value_row, ks_pvalue, ks_statistic, variance_ratio_pvalue
+from pgtwin.parity.variable_mapping import MappingError, VariableInfo, infer_mapping, kind
 
 V = VariableInfo
 TF1 = [V("actor/fc1/W", (4, 64)), V("actor/fc1/b", (64,)), V("actor/fc2/W", (64, 64)),

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from pgtwin.programs import TF1Program, TF2Program
+from pgtwin.parity.programs import TF1Program, TF2Program
 
 tf1 = tf.compat.v1
 

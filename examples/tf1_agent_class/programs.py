@@ -20,7 +20,7 @@ from examples.tf1_agent_class.tf1_policy_gradient import PolicyGradient
 from examples.tf1_agent_class.tf2_policy_gradient import PolicyGradientAgent
 from examples.tf1_agent_class.tf2_policy_gradient_wrong import (
     GlorotInitAgent, KerasEpsilonAgent, NumpyLogProbsAgent)
-from pgtwin.programs import TF1Program, TF2Program
+from pgtwin.parity import TF1Program, TF2Program
 
 OBS_DIM = 4
 N_ACTIONS = 2
@@ -31,7 +31,7 @@ DTYPES = ("float32", "float64")
 #: The factories of faithful migrations: every rung must pass (float32 and, where the TF1
 #: side allows, float64).
 FAITHFUL = ("tf2",)
-#: Wrong migration factory -> the first rung (``pgtwin.ladder.RUNGS``) that must fail
+#: Wrong migration factory -> the first rung (``pgtwin.parity.ladder.RUNGS``) that must fail
 #: (at "initialisation" only when asked: that rung warns by default).
 WRONG_MIGRATIONS = {"tf2_keras_epsilon": "weights", "tf2_glorot_init": "initialisation",
                     "tf2_numpy_log_probs": "gradients"}

@@ -20,7 +20,7 @@ from examples.tf1_notebook.tf2_keras import PolicyNet, build_policy
 from examples.tf1_notebook.tf2_tf_keras import Trainer
 from examples.tf1_notebook.tf2_wrong import (
     DoubleSoftmaxPolicy, FromLogitsDefaultPolicy, TfKerasEpsilonTrainer)
-from pgtwin.programs import TF1Program, TF2Program
+from pgtwin.parity import TF1Program, TF2Program
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tf1_notebook.py")
 ENTROPY_COEF = 0.01  # the notebook's ENTROPY_COEF, fed through its 0-d placeholder
@@ -31,7 +31,7 @@ DTYPES = ("float32",)
 #: The factories of faithful migrations: every rung must pass (float32 and, where the TF1
 #: side allows, float64).
 FAITHFUL = ("tf2", "tf2_tf_keras")
-#: Wrong migration factory -> the first rung (``pgtwin.ladder.RUNGS``) that must fail
+#: Wrong migration factory -> the first rung (``pgtwin.parity.ladder.RUNGS``) that must fail
 #: (at "initialisation" only when asked: that rung warns by default).
 WRONG_MIGRATIONS = {"tf2_from_logits_default": "loss", "tf2_double_softmax": "loss",
                     "tf2_tf_keras_epsilon": "weights"}

@@ -1,0 +1,105 @@
+"""A TF1 ``Saver`` checkpoint as a table: its variables, their optimizer slots, Adam's step count.
+
+A TF1 checkpoint is a flat ``{name: array}`` table (``tf.train.load_checkpoint``). Besides
+the model's variables it holds the optimizer's *slots*, named after their variable
+(``<var>/Adam`` = m and ``<var>/Adam_1`` = v for ``AdamOptimizer``; ``<var>/Momentum`` ...)
+and Adam's *non-slot* variables ``beta1_power``, ``beta2_power`` (``_1``, ``_2`` ... for
+further Adam optimizers in the graph), which hold ``beta ** (t + 1)`` after t steps.
+
+Shared by both converters: :mod:`pgtwin.migrate.agent_checkpoint` (into pgtwin's eager agent)
+and :mod:`pgtwin.migrate.user_checkpoint` (into the user's own model).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+
+import numpy as np
+import tensorflow as tf
+
+_POWER = re.compile(r"(^|/)beta([12])_power(_\d+)?$")
+
+
+def checkpoint_prefix(src: str) -> str:
+    """The prefix of the TF1 checkpoint ``src`` (a prefix, or a directory with a ``checkpoint`` file)."""
+    if os.path.isdir(src):
+        latest = tf.train.latest_checkpoint(src)
+        if latest is None:
+            raise ValueError(f"{src!r} is a directory without a 'checkpoint' file: give the "
+                             "checkpoint's prefix (model.ckpt for model.ckpt.index)")
+        return latest
+    return src
+
+
+def read_tf1_checkpoint(src: str) -> dict[str, np.ndarray]:
+    """Every variable of a TF1 checkpoint (a prefix, or a directory with a ``checkpoint`` file)."""
+    try:
+        reader = tf.train.load_checkpoint(src)
+    except (ValueError, tf.errors.NotFoundError, tf.errors.DataLossError) as err:
+        raise ValueError(f"cannot read a checkpoint at {src!r}: {err}") from None
+    names = list(reader.get_variable_to_shape_map())
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
+        raise ValueError(f"{src!r} is already a TF2 object-based checkpoint (tf.train.Checkpoint); "
+                         "convert-checkpoint reads TF1 Saver checkpoints")
+    return {name: np.asarray(reader.get_tensor(name)) for name in sorted(names)}
+
+
+def power_key(name: str) -> str | None:
+    """``"beta1"`` or ``"beta2"`` when ``name`` is one of Adam's beta powers, else None."""
+    match = _POWER.search(name)
+    return f"beta{match.group(2)}" if match else None
+
+
+def slot_parents(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[str, str]]:
+    """``{slot name: (variable name, slot suffix)}`` for the optimizer slots among ``shapes``.
+
+    A name ``<var>/<suffix>`` whose ``<var>`` is also in the checkpoint with the same shape
+    is a slot of it (``Adam``, ``Adam_1``, ``Momentum`` ...); beta powers never are.
+    """
+    out = {}
+    for name, shape in shapes.items():
+        if power_key(name):
+            continue
+        base, _, suffix = name.rpartition("/")
+        if base in shapes and tuple(shapes[base]) == tuple(shape) and not power_key(base):
+            out[name] = (base, suffix)
+    return out
+
+
+def adam_pair(slots: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(m, v)`` when a variable's slots ``{suffix: value}`` are exactly one Adam pair ``S``, ``S_1``."""
+    pairs = [s for s in slots if f"{s}_1" in slots]
+    if len(pairs) != 1 or len(slots) != 2:
+        return None
+    return slots[pairs[0]], slots[f"{pairs[0]}_1"]
+
+
+def adam_step_count(beta1_power: float, beta2_power: float, beta1: float, beta2: float) -> int:
+    """Adam's step count t from TF1's accumulators ``beta_i_power = beta_i ** (t + 1)``.
+
+    Keras' ``iterations`` is this t: its next step uses ``beta ** (t + 1)``, as TF1's does.
+    TF1 keeps the powers in float32 and multiplies by float32-rounded betas, so t is solved
+    with those; each power gives an estimate (float32 error ~6e-8 t relative, so within
+    0.25 of an integer up to t ~ 1e5). A power that has underflowed (t > ~980 for beta1 =
+    0.9) says nothing; if both have, the bias corrections are exactly 1 in float32 and any
+    t past the underflow is equivalent: the first such t is returned.
+    """
+    estimates = []
+    for power, beta in ((beta1_power, beta1), (beta2_power, beta2)):
+        b = float(np.float32(beta))
+        if not 0.0 < b < 1.0 or not power <= 1.0:
+            raise ValueError(f"beta={beta} and beta power {power} are not an Adam state")
+        if power > np.finfo(np.float32).tiny:
+            estimates.append(math.log(power) / math.log(b) - 1.0)
+    if not estimates:
+        return math.ceil(math.log(np.finfo(np.float32).tiny) / math.log(float(np.float32(beta2))))
+    steps = round(estimates[-1])
+    for est in estimates:
+        if abs(est - steps) > 0.25 or steps < 0:
+            raise ValueError(
+                f"beta powers {beta1_power:g}, {beta2_power:g} do not come from one step count "
+                f"with beta1={beta1}, beta2={beta2} (estimates {[round(e, 3) for e in estimates]}): "
+                "were other betas used? (set them with --adam-beta1/--adam-beta2)")
+    return steps

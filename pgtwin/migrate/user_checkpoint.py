@@ -1,0 +1,528 @@
+"""A TF1 ``Saver`` checkpoint -> a ``tf.train.Checkpoint`` of the user's own TF2 model.
+
+The user's TF2 model is built as they wrote it (:class:`pgtwin.parity.tf2_side.TF2Side`), its
+variables are paired with the checkpoint's by :func:`pgtwin.parity.variable_mapping.infer_mapping`
+(the table is the report's ``mapping_table``), assigned, and the model itself is written
+as ``tf.train.Checkpoint(model=<their model>, optimizer=<their optimizer>)``. Their code
+restores it with the same two keys::
+
+    tf.train.Checkpoint(model=model, optimizer=optimizer).restore(path)
+    tf.train.Checkpoint(model=model).restore(path).expect_partial()   # weights only
+
+Where the TF1 variables come from:
+
+* with a :class:`~pgtwin.parity.programs.TF1Program`: the program is built
+  (:class:`pgtwin.parity.tf1_side.TF1Side`) and the checkpoint restored into its graph with
+  ``tf1.train.Saver``; its compared variables (the trainable ones its loss depends on, or
+  ``var_list``), in creation order, are the ones converted, and its outputs on ``inputs``
+  are the oracle of the forward pass;
+* without one: every float variable of the checkpoint that is not optimizer state, by
+  name and shape only (a checkpoint stores no creation order), and no forward pass.
+
+Nothing is invented: a TF1 variable without a TF2 partner, a TF2 variable without a TF1
+one (a bias the Keras layer has and the old layer had not), or a trainable model
+variable the TF2 loss does not read is an error listing them with their shapes.
+
+Optimizer state (``optimizer_state``): ``auto`` converts TF1 Adam's state (``<var>/Adam``
+= m, ``<var>/Adam_1`` = v, ``beta1_power``/``beta2_power`` -> Keras ``iterations``) when
+the checkpoint has it for every converted variable and the user's optimizer is a Keras 3
+or ``tf_keras`` ``Adam``, else starts it fresh (the result says why); ``convert`` requires
+it; ``reset`` starts it fresh. The optimizer is built on ``model.trainable_variables``, the
+list a train step passes to ``apply_gradients``.
+
+Verification, before anything is at ``dst``: the checkpoint is written into a temporary
+directory beside ``dst``, restored into a *fresh* copy of the user's model (built again,
+its loss called once) and optimizer (``assert_consumed``), and
+
+* ``variables``: every converted variable, m and v equal the TF1 values exactly
+  (the TF1 graph's restored values, or the checkpoint's), and ``iterations`` equals t;
+* ``outputs``, ``loss``: the fresh model's loss and outputs on ``inputs`` equal the TF1
+  graph's, to the dtype's tolerances (:data:`pgtwin.parity.parity_rows.DEFAULT_TOLERANCES`);
+* ``weights``: one step of the fresh optimizer on random gradients equals one step of
+  TF1's own ``AdamOptimizer`` (same settings, state loaded as stored) on the same ones.
+
+Only then are the files renamed to ``dst`` (:mod:`pgtwin.migrate.checkpoint_prefix`).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from pgtwin.migrate.agent_checkpoint import ConversionVerificationError
+from pgtwin.migrate.checkpoint_prefix import refuse_existing, staged_prefix
+from pgtwin.migrate.keras_adam_state import adam_slots, build_optimizer, is_keras_adam
+from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
+from pgtwin.parity.optimizer_config import keras_optimizer
+from pgtwin.parity.parity_rows import output_rows, tolerances
+from pgtwin.parity.programs import TF1Program, TF2Program
+from pgtwin.migrate.tf1_checkpoint import (
+    adam_pair, adam_step_count, checkpoint_prefix, power_key, read_tf1_checkpoint, slot_parents)
+from pgtwin.parity.tf1_side import TF1Side, variable_name
+from pgtwin.parity.tf2_side import TF2Side
+from pgtwin.parity.variable_mapping import VariableInfo, VariableMapping, infer_mapping
+
+tf1 = tf.compat.v1
+
+OPTIMIZER_STATES = ("auto", "convert", "reset")
+_APPLY_ADAM = {"ApplyAdam", "ResourceApplyAdam"}
+_PASS_THROUGH = {"Identity", "ReadVariableOp", "Enter"}
+_VARIABLE_OPS = {"VariableV2", "Variable", "VarHandleOp"}
+#: ``(rtol, atol)`` of the one-step check, on the *step* (weights after - before), by dtype.
+#: Keras 3 computes Adam's bias corrections from betas rounded to float32 (``ops.cast`` of
+#: a Python float), TF1 from its stored powers, which it keeps in float32 even in a float64
+#: graph, so even in float64 their steps part (7e-6 relative measured at t = 2 with betas
+#: 0.9/0.999; docs/migration.md, "Checkpoints into your own model"). A wrong step
+#: count changes the step by more than 1e-4 while t < ~70; past that it hardly matters,
+#: and ``optimizer.iterations`` is checked exactly anyway. atol: the float's rounding of
+#: weights near 1.
+STEP_TOLERANCES = {"float32": (1e-4, 1e-6), "float64": (1e-4, 1e-12)}
+
+
+class UserCheckpointError(ValueError):
+    """The checkpoint cannot be converted into the user's model; the message says why and the fix."""
+
+
+@dataclass
+class UserConversion:
+    """What :func:`convert_user_checkpoint` wrote and how it checked it."""
+
+    dst: str
+    """The prefix written (``dst.index``, ``dst.data-*``)."""
+    mapping: VariableMapping
+    """Which TF1 variable went into which TF2 variable, and by which rule."""
+    optimizer_state: str
+    """``adam`` (m, v and iterations converted), ``fresh`` or ``none`` (no optimizer written)."""
+    iterations: int
+    """Keras ``iterations`` written (TF1's Adam step count; 0 when fresh)."""
+    not_converted: list[str] = field(default_factory=list)
+    """TF1 checkpoint names left out (variables no loss uses, ``global_step``, other state)."""
+    notes: list[str] = field(default_factory=list)
+    """Why the optimizer state was not converted, and other things to know."""
+    report: ParityReport = field(default_factory=ParityReport)
+    """The verification (variables, outputs, loss, weights), all passed."""
+
+
+@dataclass
+class _Adam:
+    """TF1 Adam's state for the converted variables: ``{tf1 name: (m, v)}``, powers, names."""
+
+    slots: dict[str, tuple[np.ndarray, np.ndarray]]
+    beta1_power: np.ndarray
+    beta2_power: np.ndarray
+    names: list[str]
+
+
+def convert_user_checkpoint(
+    src: str,
+    dst: str,
+    tf1_program: TF1Program | None,
+    tf2_program: TF2Program,
+    inputs: Mapping[str, Any],
+    name_map: Mapping[str, str] | None = None,
+    optimizer_state: str = "auto",
+    drop: Sequence[str] = (),
+    overwrite: bool = False,
+    seed: int = 0,
+) -> UserConversion:
+    """Convert the TF1 checkpoint ``src`` into a checkpoint of the user's TF2 model at prefix ``dst``.
+
+    Args:
+      src: TF1 ``Saver`` checkpoint prefix (or its directory).
+      dst: prefix of the TF2 checkpoint to write.
+      tf1_program: the old program (see the module docstring), or None: the checkpoint alone.
+      tf2_program: the user's model, loss and optional optimizer (:class:`TF2Program`).
+      inputs: ``{feed key: numpy array}``, one batch as the old code fed it: the TF2 loss
+        is called on it to build the model, and both sides' outputs are compared on it.
+      name_map: ``{tf1 name: tf2 name}`` overriding the inferred pairing.
+      optimizer_state: ``auto``, ``convert`` or ``reset``.
+      drop: TF1 names (or scopes ending in ``/``) to leave out (checkpoint-only mode: a
+        critic that was not migrated).
+      overwrite: replace an existing checkpoint at ``dst``.
+      seed: of the random gradients of the optimizer check.
+
+    Raises:
+      UserCheckpointError: variables that cannot be paired (listed with shapes), a shape
+        or dtype that differs, optimizer state that cannot be converted under ``convert``.
+      ConversionVerificationError: the restored copy does not reproduce the TF1 side.
+      FileExistsError: ``dst`` exists and ``overwrite`` is False.
+    """
+    if optimizer_state not in OPTIMIZER_STATES:
+        raise ValueError(f"optimizer_state={optimizer_state!r} is not one of {OPTIMIZER_STATES}")
+    dst = os.path.abspath(dst)
+    refuse_existing(dst, overwrite)
+    prefix = checkpoint_prefix(src)
+    values = read_tf1_checkpoint(prefix)
+    legacy = None
+    try:
+        if tf1_program is not None:
+            legacy = TF1Side(tf1_program, inputs)
+            _restore_tf1(legacy, prefix, values)
+            tf1_infos = [i for i in legacy.infos() if not _dropped(i.name, drop)]
+            oracle = legacy.values()
+            fed = {key: legacy.feed[ph] for key, ph in legacy.placeholders.items()}
+        else:
+            tf1_infos = _checkpoint_infos(values, drop)
+            oracle = {i.name: values[i.name] for i in tf1_infos}
+            fed = dict(inputs)
+        eager = TF2Side(tf2_program, fed)
+        mapping = infer_mapping(tf1_infos, eager.infos(), name_map, ordered=legacy is not None)
+        _refuse_unpaired(mapping, eager, prefix, legacy is not None)
+        dtype = _common_dtype(mapping, prefix)
+        eager.load({p.tf2.name: oracle[p.tf1.name] for p in mapping.pairs})
+
+        notes: list[str] = []
+        optimizer = eager.optimizer
+        adam = _tf1_adam(values, mapping, legacy, optimizer, optimizer_state, prefix, notes)
+        steps = 0
+        if optimizer is not None:
+            build_optimizer(optimizer, _trainable(eager))
+            if adam is not None:
+                steps = _load_adam(eager, mapping, adam, optimizer, prefix)
+        objects = _checkpoint_objects(eager.model, optimizer)
+        with staged_prefix(dst, overwrite) as staged:
+            writer = tf.train.Checkpoint(**objects)
+            writer.save_counter  # noqa: B018  (created now, so restoring finds it written)
+            written = writer.write(staged)
+            report = _verify(written, tf2_program, fed, eager, mapping, oracle, adam, steps,
+                             legacy, dtype, seed)
+            report.mapping_table = mapping.to_table()
+            if not report.ok:
+                raise ConversionVerificationError(report)
+    finally:
+        if legacy is not None:
+            legacy.close()
+    used = {p.tf1.name for p in mapping.pairs} | set(adam.names if adam else ())
+    state = "none" if optimizer is None else "adam" if adam is not None else "fresh"
+    return UserConversion(dst, mapping, state, steps, sorted(set(values) - used), notes, report)
+
+
+# ------------------------------------------------------------------- TF1 side
+def _dropped(name: str, drop: Sequence[str]) -> bool:
+    return any(name == d or (d.endswith("/") and name.startswith(d)) for d in drop)
+
+
+def _restore_tf1(legacy: TF1Side, prefix: str, values: Mapping[str, np.ndarray]) -> None:
+    """Restore every graph variable the checkpoint holds with the program's own ``Saver`` semantics.
+
+    A compared variable the checkpoint lacks, or holds in another shape, is an error.
+    """
+    with legacy.graph.as_default():
+        graph_vars = tf1.global_variables()
+    var_list, problems = {}, []
+    for v in graph_vars:
+        name, shape = variable_name(v), tuple(v.shape.as_list())
+        if name not in values:
+            continue
+        if tuple(values[name].shape) != shape:
+            problems.append(f"{name}: the program makes it {shape}, the checkpoint holds "
+                            f"{tuple(values[name].shape)}")
+        else:
+            var_list[name] = v
+    missing = [n for n in legacy.variables if n not in values]
+    if missing:
+        problems.append(f"the program's variables {missing} are not in the checkpoint "
+                        f"(it holds {sorted(values)[:20]}{' ...' if len(values) > 20 else ''}): "
+                        "was it written by this program? Build it with the arguments that "
+                        "wrote the checkpoint (layer sizes, scope names)")
+    if problems:
+        raise UserCheckpointError(f"checkpoint {prefix} does not fit the TF1 program: "
+                                  + "; ".join(problems) + ". Nothing was written.")
+    with legacy.graph.as_default():
+        tf1.train.Saver(var_list).restore(legacy.session, prefix)
+
+
+def _checkpoint_infos(values: Mapping[str, np.ndarray], drop: Sequence[str]) -> list[VariableInfo]:
+    """The checkpoint's float variables that are not optimizer state, in name order."""
+    slots = slot_parents({n: v.shape for n, v in values.items()})
+    return [VariableInfo(n, tuple(v.shape), v.dtype.name) for n, v in values.items()
+            if n not in slots and not power_key(n) and v.dtype.kind == "f"
+            and not _dropped(n, drop)]
+
+
+# ------------------------------------------------------------------- mapping
+def _refuse_unpaired(mapping: VariableMapping, eager: TF2Side, prefix: str,
+                     have_program: bool) -> None:
+    """Every variable on both sides paired, and every trainable model variable read by the loss."""
+    lines = [f"- {p.side} {p.variable.name} {p.variable.shape}: {p.message}"
+             for p in mapping.problems]
+    if eager.not_compared:
+        lines.append(f"- TF2 {eager.not_compared}: trainable variables of the model that "
+                     "TF2Program.loss does not read, so no TF1 value can be paired with them "
+                     "and the checkpoint would hold their initial values; make the loss read "
+                     "them, or leave them out of the model")
+    if not lines:
+        return
+    fixes = ["pair them with name_map={tf1 name: tf2 name} (--map OLD=NEW)",
+             "build the Keras layer as the TF1 one was (use_bias=False where it had no bias)"]
+    if not have_program:
+        fixes.append("leave out TF1 variables the model does not hold with drop (--drop NAME "
+                     "or SCOPE/), or give the TF1 program (--tf1) so only what its loss uses "
+                     "is converted")
+    raise UserCheckpointError(
+        f"checkpoint {prefix}: the TF1 and TF2 variables could not be paired, and nothing "
+        "is invented for a variable that does not exist:\n" + "\n".join(lines)
+        + "\nFix: " + "; ".join(fixes) + ".\n" + mapping.to_table() + "\nNothing was written.")
+
+
+def _common_dtype(mapping: VariableMapping, prefix: str) -> str:
+    """The pairs' float dtype (``float32``/``float64``); a pair whose dtypes differ is an error."""
+    bad = [f"{p.tf1.name} {p.tf1.dtype} -> {p.tf2.name} {p.tf2.dtype}" for p in mapping.pairs
+           if p.tf1.dtype != p.tf2.dtype]
+    if bad:
+        raise UserCheckpointError(
+            f"checkpoint {prefix}: dtypes differ: {bad}; build the TF2 model in the "
+            "checkpoint's dtype (its factory's dtype=..., --dtype). Nothing was written.")
+    dtypes = sorted({p.tf1.dtype for p in mapping.pairs})
+    return dtypes[0] if dtypes == ["float64"] else "float32"
+
+
+def _trainable(eager: TF2Side) -> list[Any]:
+    """The list the user's train step hands ``apply_gradients``: ``model.trainable_variables``."""
+    found = getattr(eager.model, "trainable_variables", None)
+    return list(found) if found is not None and not callable(found) else list(eager.handles.values())
+
+
+def _checkpoint_objects(model: Any, optimizer: Any) -> dict[str, Any]:
+    """``{"model": model, "optimizer": optimizer}``, refusing what a Checkpoint cannot hold."""
+    if not isinstance(model, tf.__internal__.tracking.Trackable):
+        raise UserCheckpointError(
+            f"the TF2 object is a {type(model).__name__}, which tf.train.Checkpoint cannot "
+            "write: name the part holding the variables (a Keras model or tf.Module) with "
+            "TF2Program(model='attribute'). Nothing was written.")
+    return {"model": model} if optimizer is None else {"model": model, "optimizer": optimizer}
+
+
+# ------------------------------------------------------------ optimizer state
+def _tf1_adam(values: Mapping[str, np.ndarray], mapping: VariableMapping,
+              legacy: TF1Side | None, optimizer: Any, mode: str, prefix: str,
+              notes: list[str]) -> _Adam | None:
+    """TF1 Adam's state of the converted variables, or None (with the reason in ``notes``).
+
+    Under ``convert`` every reason not to is an error instead.
+    """
+    if mode == "reset":
+        return None
+    slot_of = slot_parents({n: v.shape for n, v in values.items()})
+    by_var: dict[str, dict[str, np.ndarray]] = {}
+    for slot, (var, suffix) in slot_of.items():
+        by_var.setdefault(var, {})[suffix] = values[slot]
+    names = [p.tf1.name for p in mapping.pairs]
+    has_state = any(n in by_var for n in names) or any(power_key(n) for n in values)
+    reason = None
+    pairs = {n: adam_pair(by_var.get(n, {})) for n in names}
+    powers = _powers(values, names, legacy)
+    if not has_state:
+        reason = "the checkpoint holds no optimizer state for the converted variables"
+    elif optimizer is None:
+        reason = ("the checkpoint holds optimizer state but the TF2 program has no optimizer "
+                  "(TF2Program.optimizer names it)")
+    elif not is_keras_adam(optimizer):
+        reason = (f"the TF2 optimizer is {type(optimizer).__module__}.{type(optimizer).__name__}; "
+                  "only TF1 Adam's state converts, into a Keras Adam without amsgrad")
+    elif any(p is None for p in pairs.values()):
+        bad = {n: sorted(by_var.get(n, {})) for n, p in pairs.items() if p is None}
+        reason = f"not one Adam slot pair (S, S_1) for every converted variable: {bad}"
+    elif isinstance(powers, str):
+        reason = powers
+    if reason is not None:
+        if mode == "convert":
+            raise UserCheckpointError(f"checkpoint {prefix}: cannot convert the optimizer "
+                                      f"state: {reason}; use optimizer_state='reset' "
+                                      "(--optimizer-state reset) to start it fresh. Nothing "
+                                      "was written.")
+        if has_state:
+            notes.append(f"optimizer state not converted, started fresh: {reason}")
+        return None
+    (b1_name, b2_name) = powers
+    used = [b1_name, b2_name] + [s for s, (var, _) in slot_of.items() if var in pairs]
+    return _Adam({n: p for n, p in pairs.items()}, values[b1_name], values[b2_name], used)
+
+
+def _powers(values: Mapping[str, np.ndarray], names: Sequence[str],
+            legacy: TF1Side | None) -> tuple[str, str] | str:
+    """The names of the beta powers of the Adam that trained ``names``, or why not.
+
+    One pair in the checkpoint: that one. Several (an actor and a critic, each with its
+    own Adam): the graph's ``ApplyAdam`` ops say which pair updates these variables.
+    """
+    found = {k: sorted(n for n in values if power_key(n) == k) for k in ("beta1", "beta2")}
+    if not found["beta1"] or not found["beta2"]:
+        return f"beta powers: found {found}, need beta1_power and beta2_power"
+    if len(found["beta1"]) == 1 and len(found["beta2"]) == 1:
+        return found["beta1"][0], found["beta2"][0]
+    if legacy is not None:
+        used = {_apply_adam_powers(op) for op in legacy.graph.get_operations()
+                if op.type in _APPLY_ADAM and _source_variable(op.inputs[0]) in names}
+        used.discard(None)
+        if len(used) == 1:
+            return used.pop()
+        return (f"the converted variables are updated by {len(used)} Adam optimizers' powers "
+                f"{sorted(used)}")
+    return (f"several beta powers {found} (several Adam optimizers): give the TF1 program "
+            "(--tf1) so its graph says which one trained these variables")
+
+
+def _apply_adam_powers(op: tf.Operation) -> tuple[str, str] | None:
+    b1, b2 = _source_variable(op.inputs[3]), _source_variable(op.inputs[4])
+    return None if b1 is None or b2 is None else (b1, b2)
+
+
+def _source_variable(tensor: tf.Tensor) -> str | None:
+    """The name of the variable ``tensor`` reads (through Identity/ReadVariableOp), else None."""
+    op = tensor.op
+    while op.type in _PASS_THROUGH and op.inputs:
+        op = op.inputs[0].op
+    return op.name if op.type in _VARIABLE_OPS else None
+
+
+def _load_adam(eager: TF2Side, mapping: VariableMapping, adam: _Adam, optimizer: Any,
+               prefix: str) -> int:
+    """Assign m, v per variable and ``iterations`` = t into the user's (built) Keras Adam."""
+    kind, settings = keras_optimizer(optimizer)
+    try:
+        steps = adam_step_count(float(adam.beta1_power), float(adam.beta2_power),
+                                settings.get("beta_1", 0.9), settings.get("beta_2", 0.999))
+    except ValueError as err:
+        raise UserCheckpointError(
+            f"checkpoint {prefix}: {str(err).split(': were')[0]}: does the TF2 {kind} have "
+            f"TF1's betas (beta_1={settings.get('beta_1')}, beta_2={settings.get('beta_2')})? "
+            "Nothing was written.") from None
+    for p in mapping.pairs:
+        handle = eager.handles[p.tf2.name]
+        try:
+            m_slot, v_slot = adam_slots(optimizer, handle)
+        except (KeyError, ValueError) as err:
+            raise UserCheckpointError(
+                f"{p.tf2.name}: the TF2 optimizer was built on model.trainable_variables, "
+                f"which does not hold it ({err}); name the model that holds every variable "
+                "with TF2Program(model=...). Nothing was written.") from None
+        m, v = adam.slots[p.tf1.name]
+        m_slot.assign(m)
+        v_slot.assign(v)
+    optimizer.iterations.assign(steps)
+    return steps
+
+
+# --------------------------------------------------------------- verification
+def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2Side,
+            mapping: VariableMapping, oracle: Mapping[str, np.ndarray], adam: _Adam | None,
+            steps: int, legacy: TF1Side | None, dtype: str, seed: int) -> ParityReport:
+    """Restore ``path`` into a fresh copy of the user's model and compare it with the TF1 side."""
+    report = ParityReport()
+    tol = tolerances(dtype)
+    fresh = TF2Side(program, fed)
+    if fresh.model is written.model or (fresh.optimizer is not None
+                                        and fresh.optimizer is written.optimizer):
+        raise UserCheckpointError(
+            "TF2Program.build returned the same model or optimizer object on its second "
+            "call: it must build a new one each time, so the checkpoint can be verified on a "
+            "fresh copy (make the optimizer inside build, not at module level). Nothing was "
+            "written.")
+    optimizer = fresh.optimizer if written.optimizer is not None else None
+    status = tf.train.Checkpoint(**_checkpoint_objects(fresh.model, optimizer)).restore(path)
+    if optimizer is not None:
+        build_optimizer(optimizer, _trainable(fresh))
+    try:
+        status.assert_consumed()
+        report.add(Row("variables", "restore into a fresh model", 0.0, 0.0, True,
+                       "every value in the checkpoint restored (assert_consumed)", dtype))
+    except AssertionError as err:
+        report.add(Row("variables", "restore into a fresh model", float("inf"), float("inf"),
+                       False, str(err).splitlines()[0][:300], dtype))
+    restored = fresh.values()
+    for p in mapping.pairs:
+        report.add(compare_arrays("variables", f"{p.tf1.name} -> {p.tf2.name}",
+                                  oracle[p.tf1.name], restored[p.tf2.name], 0.0, 0.0, dtype))
+    for a, b in zip(_all_variables(written.model), _all_variables(fresh.model)):
+        if all(_is_not(a, v) for v in written.variables.values()):
+            report.add(compare_arrays("variables", _name(a), np.asarray(a), np.asarray(b),
+                                      0.0, 0.0, dtype))
+    if adam is not None:
+        for p in mapping.pairs:
+            m_slot, v_slot = adam_slots(optimizer, fresh.handles[p.tf2.name])
+            m, v = adam.slots[p.tf1.name]
+            report.add(compare_arrays("variables", f"{p.tf1.name}/Adam -> m", m,
+                                      np.asarray(m_slot), 0.0, 0.0, dtype))
+            report.add(compare_arrays("variables", f"{p.tf1.name}/Adam_1 -> v", v,
+                                      np.asarray(v_slot), 0.0, 0.0, dtype))
+        report.add(compare_arrays("variables", "optimizer.iterations", np.asarray(steps),
+                                  np.asarray(optimizer.iterations), 0.0, 0.0, dtype))
+    if legacy is not None:
+        legacy_out = legacy.run()
+        eager_out, _ = fresh.run()
+        report.rows.extend(output_rows(legacy_out, eager_out, *tol["outputs"], dtype,
+                                       sides=("TF1Program", "TF2Program")))
+        report.add(compare_arrays("loss", "loss", legacy_out["loss"], eager_out["loss"],
+                                  *tol["loss"], dtype))
+    if adam is not None:
+        rng = np.random.default_rng(seed)
+        grads = {p.tf1.name: 0.1 * rng.standard_normal(p.tf1.shape) for p in mapping.pairs}
+        expected = tf1_adam_step(oracle, adam, grads, keras_optimizer(optimizer)[1])
+        optimizer.apply_gradients(
+            [(tf.constant(grads[p.tf1.name], fresh.variables[p.tf2.name].dtype),
+              fresh.handles[p.tf2.name]) for p in mapping.pairs])
+        after = fresh.values()
+        for p in mapping.pairs:
+            report.add(compare_arrays("weights", f"{p.tf1.name} -> {p.tf2.name}",
+                                      expected[p.tf1.name] - oracle[p.tf1.name],
+                                      after[p.tf2.name] - restored[p.tf2.name],
+                                      *STEP_TOLERANCES[dtype], f"{dtype}, one Adam step"))
+    return report
+
+
+def _is_not(a: Any, v: tf.Variable) -> bool:
+    """True when the model variable ``a`` (Keras 3 or tf.Variable) is not ``v``."""
+    inner = getattr(a, "value", None)
+    return (inner if isinstance(inner, tf.Variable) else a) is not v
+
+
+def _all_variables(model: Any) -> list[Any]:
+    found = getattr(model, "variables", None)
+    return list(found) if found is not None and not callable(found) else []
+
+
+def _name(v: Any) -> str:
+    return str(getattr(v, "path", None) or v.name).split(":")[0]
+
+
+def tf1_adam_step(weights: Mapping[str, np.ndarray], adam: _Adam,
+                  grads: Mapping[str, np.ndarray], settings: Mapping[str, float]
+                  ) -> dict[str, np.ndarray]:
+    """The weights after one step of TF1's own ``AdamOptimizer`` from the stored state.
+
+    Args:
+      weights: ``{tf1 name: value}`` before the step; grads: ``{tf1 name: gradient}``
+        (float64, cast to each weight's dtype).
+      adam: m, v and the beta powers as the checkpoint stores them.
+      settings: Keras' names (``learning_rate, beta_1, beta_2, epsilon``), the user's
+        optimizer's, so only the state is under test.
+
+    The oracle of the weights rung: a graph of its own, TF1's optimizer code.
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        variables = {n: tf1.Variable(w, name=f"w{i}") for i, (n, w) in
+                     enumerate(weights.items()) if n in grads}
+        dtype = next(iter(variables.values())).dtype.base_dtype
+        # Hyperparameters in the weights' dtype: a Python float would be rounded to float32
+        # first (TF1's convert_to_tensor), which parts from Keras' float64 step by ~1e-8.
+        opt = tf1.train.AdamOptimizer(*(tf.constant(settings.get(k, default), dtype) for k, default
+                                        in (("learning_rate", 1e-3), ("beta_1", 0.9),
+                                            ("beta_2", 0.999), ("epsilon", 1e-8))))
+        step = opt.apply_gradients([(tf.constant(grads[n].astype(v.dtype.as_numpy_dtype)), v)
+                                    for n, v in variables.items()])
+        beta1_power, beta2_power = opt._get_beta_accumulators()  # noqa: SLF001
+        with tf1.Session(graph=graph) as sess:
+            sess.run(tf1.global_variables_initializer())
+            for n, v in variables.items():
+                opt.get_slot(v, "m").load(adam.slots[n][0], sess)  # .load: graph-mode assign
+                opt.get_slot(v, "v").load(adam.slots[n][1], sess)
+            beta1_power.load(adam.beta1_power, sess)
+            beta2_power.load(adam.beta2_power, sess)
+            sess.run(step)
+            return sess.run(variables)

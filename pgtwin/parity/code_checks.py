@@ -1,0 +1,121 @@
+"""Checks made before the user's code runs, each a message that names the cause and the fix.
+
+Old TF1 code fails on TF 2.x in a few ways whose tracebacks name only the symptom:
+
+* a module that calls ``tf.compat.v1.disable_v2_behavior()`` or
+  ``disable_eager_execution()`` switches eager execution off for the whole process, so the
+  TF2 side later fails with ``Cannot convert a symbolic tf.Tensor``;
+* ``tf.compat.v1.layers`` (``dense``, ``conv2d``) needs legacy Keras (``tf_keras``) on
+  TF >= 2.16, where ``tf.keras`` is Keras 3: ```dense` is not available with Keras 3``;
+* ``tf.contrib`` is gone: ``tf_slim`` holds ``tf.contrib.layers`` and ``slim``.
+
+:func:`eager_guard` turns the first into :class:`EagerSwitchedOffError` at the line that
+makes the call; :func:`explain_build_error` turns the others into
+:class:`LegacyCodeError`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from collections.abc import Iterator
+
+import tensorflow as tf
+
+from pgtwin.parity.tf_patches import replaced
+
+tf1 = tf.compat.v1
+
+LEGACY_EXTRA = 'pip install -e ".[legacy]"'
+_SWITCHES = ("disable_v2_behavior", "disable_eager_execution")
+
+
+class LegacyCodeError(RuntimeError):
+    """The user's TF1 code cannot run as it is on this TensorFlow; the message says why."""
+
+
+class EagerSwitchedOffError(LegacyCodeError):
+    """The user's code switched eager execution off for the process."""
+
+
+def _caller() -> str:
+    """``file:line`` of the user's code that called the patched function."""
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        if "/tensorflow/" not in frame.filename and __file__ != frame.filename:
+            return f"{frame.filename}:{frame.lineno}"
+    return "an unknown place"
+
+
+def _refusal(name: str, where: str) -> EagerSwitchedOffError:
+    return EagerSwitchedOffError(
+        f"{where} calls tf.compat.v1.{name}(): that switches eager execution off for the "
+        "whole process, and the TF2 side of the comparison needs it on. pgtwin builds your "
+        "TF1 code in a tf.Graph of its own, where placeholders, tf.gradients and Sessions "
+        f"work without that call: delete the line (or put it under `if __name__ == "
+        f"\"__main__\":` so it only runs when your script is the program).")
+
+
+@contextlib.contextmanager
+def eager_guard() -> Iterator[None]:
+    """Run the user's import or build refusing calls that switch eager execution off.
+
+    The refusal is raised at the call, so its traceback ends in the user's line.
+    ``tf.reset_default_graph()``, which old scripts start with, does nothing inside: the
+    graph the harness builds in is new (and TF refuses to reset a graph entered with
+    ``as_default()``, which is how the harness runs them).
+    """
+    with contextlib.ExitStack() as stack:
+        for name in _SWITCHES:
+            stack.enter_context(replaced(name, lambda _original, n=name: _refuse(n)))
+        stack.enter_context(replaced("reset_default_graph", lambda _original: _keep_graph))
+        yield
+
+
+def _refuse(name: str):
+    def call(*_args, **_kwargs):
+        raise _refusal(name, _caller())
+    return call
+
+
+def _keep_graph() -> None:
+    """``tf.reset_default_graph()`` during the user's build: nothing to reset."""
+
+
+def require_eager(what: str) -> None:
+    """Raise :class:`EagerSwitchedOffError` when eager execution is off in this process.
+
+    Call it outside any ``graph.as_default()`` block (inside one, graph mode is expected).
+    """
+    if not tf.executing_eagerly():
+        raise EagerSwitchedOffError(
+            f"eager execution is off in this process (seen at {what}): some module called "
+            "tf.compat.v1.disable_v2_behavior() or disable_eager_execution(), which switches "
+            "it off for the whole process, and the TF2 side of the comparison needs it on. "
+            "pgtwin builds your TF1 code in a tf.Graph of its own, so delete that call (or "
+            "put it under `if __name__ == \"__main__\":`).")
+
+
+def explain_build_error(err: BaseException, what: str) -> LegacyCodeError | None:
+    """The :class:`LegacyCodeError` that explains ``err`` raised by ``what``, or None."""
+    text = str(err)
+    if isinstance(err, AttributeError) and "not available with Keras 3" in text:
+        symbol = text.split("`")[1] if "`" in text else "tf.compat.v1.layers"
+        return LegacyCodeError(
+            f"{what} uses tf.compat.v1.layers ({symbol}), which TensorFlow >= 2.16 only "
+            "provides with legacy Keras (tf.keras is Keras 3 there). Install it with "
+            f"{LEGACY_EXTRA} (tf_keras) and set TF_USE_LEGACY_KERAS=1 before TensorFlow is "
+            "imported, e.g. `TF_USE_LEGACY_KERAS=1 pgtwin compare ...`"
+            + (" (TF_USE_LEGACY_KERAS is set, but tf_keras is not importable)"
+               if os.environ.get("TF_USE_LEGACY_KERAS") else "")
+            + f". Original error: {text}")
+    if isinstance(err, AttributeError) and "contrib" in text:
+        return LegacyCodeError(
+            f"{what} uses tf.contrib, which TensorFlow 2 removed. tf.contrib.layers and "
+            f"tf.contrib.slim live on in tf_slim ({LEGACY_EXTRA}): replace "
+            "`tf.contrib.layers` / `tf.contrib.slim` with `import tf_slim as slim` and "
+            f"`slim.<layer>`. Original error: {text}")
+    if isinstance(err, ModuleNotFoundError) and err.name in ("tf_slim", "tf_keras"):
+        return LegacyCodeError(
+            f"{what} imports {err.name}, which is not installed: {LEGACY_EXTRA} installs "
+            "tf_slim and tf_keras, the legacy pieces old TF1 code needs.")
+    return None

@@ -1,0 +1,282 @@
+"""The parity ladder on the user's TF1 program and TF2 model, both as they are written.
+
+:func:`compare_programs` builds the :class:`~pgtwin.parity.programs.TF1Program` in a graph of its
+own (:mod:`pgtwin.parity.tf1_side`) and the :class:`~pgtwin.parity.programs.TF2Program` on its own
+variables (:mod:`pgtwin.parity.tf2_side`), pairs their variables (:mod:`pgtwin.parity.variable_mapping`,
+printed as the report's mapping table) and climbs:
+
+* ``initialisation``: each pair's initial-value distributions (:mod:`pgtwin.parity.initialisation`);
+* ``variables``: the pairs and their dtypes; what could not be paired fails, with its
+  candidates; variables only one loss reads are listed as "not compared";
+* ``outputs``, ``loss`` (with :mod:`pgtwin.parity.loss_hints`' diagnosis when they part),
+  ``gradients``: on the same weights (TF1's initial values, or ``weights``) and inputs;
+* ``weights``: the optimizers each side runs (the TF1 ``train_op``'s ops against the Keras
+  optimizer's ``get_config``), then every pair after each of ``steps`` runs of the user's
+  own ``train_op`` and train step.
+
+Inputs are cast to the TF1 placeholders' declared dtypes, and both sides get those arrays.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pgtwin.parity.initialisation import initial_value_row
+from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
+from pgtwin.parity.loss_hints import ratio_hint, softmax_hint
+from pgtwin.parity.optimizer_config import (FLOAT32_ROUNDING, keras_optimizer, optimizer_rows,
+                                     rounded_to_float32, tf1_optimizer)
+from pgtwin.parity.optimizer_pairs import optimizer_factories
+from pgtwin.parity.parity_rows import gradient_rows, output_rows, tolerances
+from pgtwin.parity.programs import TF1Program, TF2Program
+from pgtwin.parity.tf1_side import TF1Side
+from pgtwin.parity.tf2_side import TF2Side
+from pgtwin.parity.variable_mapping import VariableMapping, infer_mapping
+
+INIT_MODES = ("warn", "fail", "off")
+INIT_DRAWS = 5
+
+
+def compare_programs(
+    tf1: TF1Program,
+    tf2: TF2Program,
+    inputs: Mapping[str, Any],
+    steps: int = 3,
+    name_map: Mapping[str, str] | None = None,
+    weights: Mapping[str, np.ndarray] | None = None,
+    init: str = "warn",
+    optimizer: Any = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    context: str = "",
+    dtype: str | None = None,
+) -> ParityReport:
+    """Climb the ladder between the user's TF1 program and TF2 program.
+
+    Args:
+      tf1, tf2: the two programs (see :mod:`pgtwin.parity.programs`).
+      inputs: ``{feed key: numpy array}``, one batch as the old code fed it (any numeric
+        dtype that casts to the placeholder's without change).
+      steps: train steps before the weights rung (0: no weights rung).
+      name_map: ``{tf1 name: tf2 name}`` overriding the inferred pairing.
+      weights: ``{tf1 name: value}`` to load on both sides; None: TF1's initial values.
+      init: ``"warn"`` (default), ``"fail"`` or ``"off"`` for the initialisation rung.
+      optimizer: when neither side has its own train step: a spec ``("adam", {...})`` or a
+        pair of factories restated on both sides (as :func:`pgtwin.parity.compare`).
+      rtol, atol: tolerances of every numeric row; None: by dtype and rung.
+      context: a label put in every row.
+      dtype: the float dtype the TF1 program must have built in (``pgtwin compare
+        --dtype``); None: whatever it built.
+
+    Returns:
+      The :class:`~pgtwin.parity.ladder.ParityReport`, its ``mapping_table`` set.
+    """
+    if init not in INIT_MODES:
+        raise ValueError(f"compare: init must be one of {INIT_MODES}, got {init!r}")
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"compare: steps must be an int >= 0, got {steps!r}")
+    report = ParityReport()
+    legacy = TF1Side(tf1, inputs)
+    try:
+        built = legacy.dtype()
+        if dtype is not None and built != dtype:
+            raise ValueError(f"the TF1 program built {built} variables, but {dtype} was asked "
+                             "for: its factory must take a dtype argument and build in it")
+        dtype = built
+        ctx = ", ".join(x for x in (context, dtype) if x)
+        tol = {rung: (rtol if rtol is not None else r, atol if atol is not None else a)
+               for rung, (r, a) in tolerances(dtype).items()}
+        fed = {key: legacy.feed[ph] for key, ph in legacy.placeholders.items()}
+        eager = TF2Side(tf2, fed)
+        mapping = infer_mapping(legacy.infos(), eager.infos(), name_map)
+        report.mapping_table = mapping.to_table()
+        report.rows.extend(_variable_rows(legacy, eager, mapping, ctx))
+        if not report.ok:
+            return report
+        if init != "off":
+            report.rows.extend(_initial_rows(legacy, eager, mapping, init == "fail", ctx))
+        start = legacy.values() if weights is None else _weights(weights, legacy)
+        legacy.load(start)
+        eager.load({p.tf2.name: start[p.tf1.name] for p in mapping.pairs})
+        to_tf2 = mapping.tf2_name()
+
+        legacy_out = legacy.run()
+        eager_out, eager_grads = eager.run()
+        if tf2.outputs is None:  # every key both sides return
+            eager_out = {k: v for k, v in eager_out.items() if k in legacy_out}
+        report.rows.extend(output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
+                                       sides=("TF1Program", "TF2Program")))
+        report.add(_loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed,
+                             *tol["loss"], ctx))
+        report.rows.extend(gradient_rows(legacy.gradients(),
+                                         {n: eager_grads[to_tf2[n]] for n in to_tf2},
+                                         *tol["gradients"], ctx))
+        if steps:
+            report.rows.extend(_weights_rung(legacy, eager, mapping, steps, optimizer, dtype,
+                                             *tol["weights"], ctx))
+    finally:
+        legacy.close()
+    return report
+
+
+def _weights(weights: Mapping[str, np.ndarray], legacy: TF1Side) -> dict[str, np.ndarray]:
+    missing = sorted(set(legacy.variables) - {n.split(":")[0] for n in weights})
+    if missing:
+        raise ValueError(f"compare: weights has no value for the compared TF1 variables "
+                         f"{missing}")
+    out = {}
+    for name, value in weights.items():
+        name = name.split(":")[0]
+        if name in legacy.variables:
+            array = np.asarray(value)
+            shape = tuple(legacy.variables[name].shape.as_list())
+            if array.shape != shape:
+                raise ValueError(f"compare: weights[{name!r}] has shape {array.shape}, the "
+                                 f"TF1 variable {shape}")
+            out[name] = array
+    return out
+
+
+def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
+                   ctx: str) -> list[Row]:
+    """Pairs (and their dtypes), what could not be paired, then what is not compared."""
+    rows = []
+    for p in mapping.pairs:
+        item = f"{p.tf1.name} -> {p.tf2.name}"
+        if p.tf1.dtype != p.tf2.dtype:
+            rows.append(Row("variables", item, float("inf"), float("inf"), False,
+                            f"dtypes differ: TF1 {p.tf1.dtype}, TF2 {p.tf2.dtype}: build the "
+                            f"TF2 model in {p.tf1.dtype} (dtype=...)", ctx))
+        else:
+            rows.append(Row("variables", item, 0.0, 0.0, True, f"paired by {p.how}", ctx))
+    for problem in mapping.problems:
+        rows.append(Row("variables", f"{problem.side} {problem.variable.name}",
+                        float("inf"), float("inf"), False,
+                        f"{problem.variable.shape}: {problem.message}", ctx))
+    rows.extend(Row("variables", f"TF1 {n}", 0.0, 0.0, True,
+                    "not compared: the TF1 loss does not depend on it", ctx)
+                for n in legacy.not_compared)
+    rows.extend(Row("variables", f"TF2 {n}", 0.0, 0.0, True,
+                    "not compared: the TF2 loss does not read it", ctx)
+                for n in eager.not_compared)
+    return rows
+
+
+def _initial_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, fail: bool,
+                  ctx: str) -> list[Row]:
+    draws = legacy.initial_draws(INIT_DRAWS)
+    return [initial_value_row(f"{p.tf1.name} -> {p.tf2.name}", draws[p.tf1.name],
+                              eager.initial[p.tf2.name], fail, ctx,
+                              legacy.initializer_kind(p.tf1.name),
+                              eager.initializer_of(p.tf2.name))
+            for p in mapping.pairs]
+
+
+def _loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np.ndarray],
+              rtol: float, atol: float, ctx: str) -> Row:
+    """The loss row, with the likely mistake as its note when the two part."""
+    row = compare_arrays("loss", "loss", a, b, rtol, atol, ctx)
+    if row.ok or np.shape(a) != () or np.shape(b) != ():
+        return row
+    a, b = float(a), float(b)
+    sizes = [s for x in fed.values() for s in np.shape(x)[:2]]
+    sizes += [int(np.prod(np.shape(x)[:2])) for x in fed.values() if np.ndim(x) >= 2]
+    hint = ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10) or softmax_hint(
+        legacy, b, max(rtol, 1e-6) * 10)
+    return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
+               hint or f"TF1 loss {a:.6g}, TF2 loss {b:.6g}", ctx)
+
+
+def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, steps: int,
+                  optimizer: Any, dtype: str, rtol: float, atol: float, ctx: str) -> list[Row]:
+    """The optimizers' rows, then the pairs after each step (the first step that parts)."""
+    rows = _step_setup(legacy, eager, optimizer, dtype, ctx)
+    if any(not r.ok and r.item == "train step" for r in rows):
+        return rows
+    tf1_kind, tf1_settings = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed,
+                                           legacy.variables.values())
+    hint = ""
+    if eager.optimizer is not None:
+        kind, settings = keras_optimizer(eager.optimizer)
+        rows.extend(optimizer_rows(tf1_kind, tf1_settings, kind, settings,
+                                   ("its train_op", type(eager.optimizer).__name__), ctx))
+        if dtype == "float64" and rounded_to_float32(tf1_settings, settings):
+            rtol, atol = tolerances("float32")["weights"]
+            hint = "compared at float32 tolerance: " + FLOAT32_ROUNDING
+    else:
+        rows.append(Row("weights", "optimizer", 0.0, 0.0, True,
+                        "no Keras optimizer found on the TF2 object to compare settings "
+                        "with (TF2Program.optimizer names it); compared through the weights",
+                        ctx))
+    for step in range(1, steps + 1):
+        before1, before2 = legacy.values(), eager.values()
+        failure = _run_steps(legacy, eager, f"{ctx}, step {step}/{steps}" if ctx else
+                             f"step {step}/{steps}")
+        if failure is not None:
+            return rows + [failure]
+        after1, after2 = legacy.values(), eager.values()
+        where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
+        step_rows = [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
+                                 rtol, atol, where, hint) for p in mapping.pairs]
+        if not all(r.ok for r in step_rows) or step == steps:
+            return rows + step_rows
+    return rows
+
+
+def _step_setup(legacy: TF1Side, eager: TF2Side, optimizer: Any, dtype: str,
+                ctx: str) -> list[Row]:
+    """Give each side its train step: the user's own, else the restated ``optimizer``."""
+    if legacy.train_op is None and not eager.has_step():
+        if optimizer is None:
+            return [Row("weights", "train step", float("inf"), float("inf"), False,
+                        "neither side has a train step: give TF1Program.train_op and "
+                        "TF2Program.train_step (or optimizer), or steps=0", ctx)]
+        make_tf1, make_keras = optimizer_factories(optimizer, dtype)
+        legacy.restate_optimizer(make_tf1)
+        eager.set_optimizer(make_keras())
+        return []
+    if legacy.train_op is None or not eager.has_step():
+        missing = "TF1Program.train_op" if legacy.train_op is None else \
+            "TF2Program.train_step (or optimizer)"
+        return [Row("weights", "train step", float("inf"), float("inf"), False,
+                    f"only one side has a train step: give {missing} too, so both sides' "
+                    "own optimizer code is compared (or steps=0)", ctx)]
+    return []
+
+
+def _run_steps(legacy: TF1Side, eager: TF2Side, where: str) -> Row | None:
+    """One step on each side; a failing row naming the side whose step raised, else None."""
+    for side, step in (("TF1 train_op", legacy.step), ("TF2 train step", eager.step)):
+        try:
+            step()
+        except Exception as err:  # noqa: BLE001  (the user's code: reported, not hidden)
+            return Row("weights", "train step", float("inf"), float("inf"), False,
+                       f"the {side} raised {type(err).__name__}: {err}", where)
+    return None
+
+
+def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
+                rtol: float, atol: float, where: str, hint: str = "") -> Row:
+    """A weights row; names a variable only one side's step changed; ``hint`` on a pass."""
+    item = f"{tf1_name} -> {tf2_name}"
+    row = compare_arrays("weights", item, after1[tf1_name], after2[tf2_name], rtol, atol, where)
+    if row.ok:
+        return Row(row.rung, row.item, row.max_abs, row.max_rel, True, hint, where) \
+            if hint else row
+    moved1 = not np.array_equal(before1[tf1_name], after1[tf1_name])
+    moved2 = not np.array_equal(before2[tf2_name], after2[tf2_name])
+    note = ""
+    if moved1 and not moved2:
+        note = ("the TF2 train step did not change this variable, TF1's train_op did: does "
+                "it apply gradients to the right variables (model.trainable_variables)?")
+    elif moved2 and not moved1:
+        note = ("the TF2 train step changed this variable, TF1's train_op did not: does it "
+                "update variables that TF1 keeps fixed (its var_list)?")
+    return Row(row.rung, row.item, row.max_abs, row.max_rel, False, note, row.context)
+
+
+def is_program_pair(a: Any, b: Any) -> bool:
+    """True when ``compare`` was given a :class:`TF1Program` and a :class:`TF2Program`."""
+    return isinstance(a, TF1Program) and isinstance(b, TF2Program)

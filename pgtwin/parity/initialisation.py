@@ -1,0 +1,119 @@
+"""The initialisation rung: do both sides draw each variable's first values alike?
+
+Every other rung loads both sides with the same weights, so a migration that changed an
+initialiser (Keras' ``glorot_uniform`` where TF1 used ``truncated_normal(stddev=0.1)``)
+passes them all and still trains differently from the first step. This rung compares the
+*distributions*: the TF1 initializer is run several times (its draws pooled), the TF2
+model's own initial values are one draw, and
+
+* a constant on either side (zeros, ones) must be the same constant on the other;
+* otherwise two tests on the pooled values, with mean, std and range shown: a two-sample
+  Kolmogorov-Smirnov test (any change of shape or place) and a test of the variance
+  ratio (most initialiser mistakes change the scale; ``log(s2^2 / s1^2)`` is about normal
+  with variance ``(kappa - 1)(1/n1 + 1/n2)``, ``kappa`` the kurtosis of the TF1 draws,
+  1.8 for a uniform and 3 for a normal), which sees a scale change on layers of a few
+  dozen weights. A p-value below ``alpha / 2`` in either (``alpha`` 1e-3: a rung tests
+  many variables) marks the row.
+
+By default a marked row is a warning (initial values are random; the user may have meant
+it); ``init="fail"`` makes it a failure.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pgtwin.parity.ladder import Row
+
+ALPHA = 1e-3
+
+
+def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
+    """``sup_x |F_a(x) - F_b(x)|`` of the two samples' empirical CDFs."""
+    a, b = np.sort(np.ravel(a)), np.sort(np.ravel(b))
+    grid = np.concatenate([a, b])
+    fa = np.searchsorted(a, grid, side="right") / a.size
+    fb = np.searchsorted(b, grid, side="right") / b.size
+    return float(np.max(np.abs(fa - fb)))
+
+
+def ks_pvalue(d: float, n: int, m: int) -> float:
+    """Asymptotic two-sample KS p-value ``Q_KS((sqrt(ne) + 0.12 + 0.11/sqrt(ne)) d)``.
+
+    ``ne = n m / (n + m)``; ``Q_KS(x) = 2 sum_k (-1)^(k-1) exp(-2 k^2 x^2)`` (Numerical
+    Recipes' form of Kolmogorov's distribution), clipped to [0, 1].
+    """
+    en = math.sqrt(n * m / (n + m))
+    x = (en + 0.12 + 0.11 / en) * d
+    if x < 1e-3:
+        return 1.0
+    total = sum(2 * (-1) ** (k - 1) * math.exp(-2 * k * k * x * x) for k in range(1, 101))
+    return float(min(max(total, 0.0), 1.0))
+
+
+def variance_ratio_pvalue(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided p-value that samples ``a`` and ``b`` have the same variance.
+
+    ``z = log(var b / var a) / sqrt((kappa - 1)(1/n_a + 1/n_b))`` with ``kappa`` the
+    kurtosis of ``a`` (the delta method: ``Var(log s^2) ~ (kappa - 1) / n``).
+    """
+    a, b = np.ravel(a), np.ravel(b)
+    va, vb = a.var(), b.var()
+    if va == 0 or vb == 0:
+        return 1.0 if va == vb else 0.0
+    kappa = float(np.mean((a - a.mean()) ** 4) / va ** 2)
+    z = math.log(vb / va) / math.sqrt(max(kappa - 1, 1e-3) * (1 / a.size + 1 / b.size))
+    return math.erfc(abs(z) / math.sqrt(2))
+
+
+def _stats(x: np.ndarray) -> str:
+    return f"mean {x.mean():.3g} std {x.std():.3g} range [{x.min():.3g}, {x.max():.3g}]"
+
+
+def initial_value_row(item: str, tf1_draws: np.ndarray, tf2_value: np.ndarray, fail: bool,
+                      context: str, tf1_kind: str = "", tf2_kind: str = "",
+                      alpha: float = ALPHA) -> Row:
+    """A row comparing TF1's initial-value distribution with the TF2 model's first values.
+
+    Args:
+      item: the row's item (``"tf1 name -> tf2 name"``).
+      tf1_draws: ``[draws, *shape]`` values of TF1's initializer, float.
+      tf2_value: ``[*shape]`` the TF2 variable's own initial value.
+      fail: whether a difference fails the row (else it is a warning: ok, noted).
+      tf1_kind, tf2_kind: what made each side's values, where readable.
+    """
+    a = np.asarray(tf1_draws, np.float64)
+    b = np.asarray(tf2_value, np.float64)
+    makers = " vs ".join(x for x in (f"TF1 {tf1_kind}" if tf1_kind else "",
+                                     f"TF2 {tf2_kind}" if tf2_kind else "") if x)
+    makers = f" ({makers})" if makers else ""
+    const_a, const_b = np.ptp(a) == 0, np.ptp(b) == 0
+    if const_a or const_b:
+        # float32 rounding of a constant (0.1) is the same constant, not another one
+        same = const_a and const_b and bool(np.isclose(a.flat[0], b.flat[0], rtol=1e-6,
+                                                        atol=0.0))
+        diff = 0.0 if same else float(np.max(np.abs(a.mean() - b)))
+        note = "" if same else (
+            f"initial values differ: TF1 {_stats(a)}, TF2 {_stats(b)}{makers}: "
+            "one side starts from a constant, the other does not (or another constant)")
+        return _marked("initialisation", item, diff, same, note, fail, context)
+    d = ks_statistic(a, b)
+    p = ks_pvalue(d, a.size, b.size)
+    p_scale = variance_ratio_pvalue(a, b)
+    same = min(p, p_scale) >= alpha / 2
+    note = "" if same else (
+        f"initial values come from another distribution (KS D={d:.3f}, p={p:.1e}; "
+        f"std ratio {b.std() / a.std():.3g}, p={p_scale:.1e}): "
+        f"TF1 {_stats(a)}, TF2 {_stats(b)}{makers}; give the TF2 layer the TF1 initializer "
+        "(kernel_initializer=..., bias_initializer=...)")
+    return _marked("initialisation", item, d, same, note, fail, context)
+
+
+def _marked(rung: str, item: str, diff: float, same: bool, note: str, fail: bool,
+            context: str) -> Row:
+    if same:
+        return Row(rung, item, diff, 0.0, True, "", context)
+    if fail:
+        return Row(rung, item, diff, float("inf"), False, note, context)
+    return Row(rung, item, diff, float("inf"), True, "WARNING " + note, context)

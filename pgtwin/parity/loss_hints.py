@@ -1,0 +1,149 @@
+"""What a differing loss most likely means, read from the numbers.
+
+When the two losses part, the usual migration mistakes leave fingerprints:
+
+* **sum vs mean**: TF2 / TF1 equals the batch size (or its inverse), or another size
+  of the inputs' leading dimensions (``T``, ``N``, ``T*N``);
+* **sign**: the ratio is -1;
+* **from_logits / double softmax**: the TF1 graph's own softmax step, re-run on what a
+  mistaken migration feeds it, gives the TF2 loss. The TF1 loss's log-softmax,
+  softmax or softmax-cross-entropy op is found in its graph, and the Session is asked
+  for the loss with that op's output replaced (a Session can feed any tensor) by:
+  ``log_softmax(softmax(z))`` (a softmax applied twice: a ``softmax`` activation on the
+  last layer and a loss that takes logits), or what Keras' crossentropies make of logits
+  with ``from_logits=False``, their default (sparse: ``log(clip(z) / sum clip(z))``;
+  categorical: ``log(clip(z / sum z))``). A TF2 loss equal to one of those names the
+  mistake.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import tensorflow as tf
+
+from pgtwin.parity.tf1_side import TF1Side
+
+_EPS = 1e-7  # Keras' backend epsilon, used to clip probabilities when from_logits=False
+
+
+def _close(a: float, b: float, rtol: float) -> bool:
+    return bool(np.isfinite(a) and np.isfinite(b) and abs(a - b) <= rtol * max(abs(a), abs(b)))
+
+
+def ratio_hint(tf1_loss: float, tf2_loss: float, sizes: Iterable[int], rtol: float) -> str:
+    """The sum-vs-mean or sign hint for the two losses, or ''."""
+    if tf1_loss == 0 or not np.isfinite(tf1_loss) or not np.isfinite(tf2_loss):
+        return ""
+    ratio = tf2_loss / tf1_loss
+    for n in sorted({int(s) for s in sizes if s and s > 1}):
+        if _close(ratio, n, rtol):
+            return (f"the TF2 loss is {n}x the TF1 loss: a sum where TF1 takes a mean "
+                    f"(reduce_sum vs reduce_mean, or a Keras loss with reduction='sum') over "
+                    f"a dimension of size {n}")
+        if _close(ratio, 1.0 / n, rtol):
+            return (f"the TF2 loss is 1/{n} of the TF1 loss: a mean where TF1 takes a sum "
+                    f"over a dimension of size {n}")
+    if _close(ratio, -1.0, rtol):
+        return "the TF2 loss is minus the TF1 loss: a sign was dropped (maximising vs minimising)"
+    return ""
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def _sparse_from_logits_false(z: np.ndarray) -> np.ndarray:
+    """Log-probs Keras' *sparse* crossentropy makes of ``z`` with ``from_logits=False``.
+
+    Keras 3 and tf_keras clip to ``[eps, 1 - eps]``, take the log and hand that to
+    ``sparse_softmax_cross_entropy_with_logits``: ``log(clip(z) / sum clip(z))``.
+    """
+    return _log_softmax(np.log(np.clip(z, _EPS, 1 - _EPS)))
+
+
+def _categorical_from_logits_false(z: np.ndarray) -> np.ndarray:
+    """Log-probs Keras' categorical crossentropy makes of ``z``: ``log(clip(z / sum z))``."""
+    return np.log(np.clip(z / z.sum(axis=-1, keepdims=True), _EPS, 1 - _EPS))
+
+
+_MISTAKES = {
+    "double softmax": lambda z: _log_softmax(np.exp(_log_softmax(z))),
+    "from_logits": _sparse_from_logits_false,
+    "from_logits (categorical)": _categorical_from_logits_false,
+}
+_FIXES = {
+    "double softmax": "the TF2 loss equals TF1's with a softmax applied twice: the model "
+                      "already outputs probabilities (a softmax activation on its last layer) "
+                      "and the loss takes them as logits. Drop one of the two softmaxes",
+    "from_logits": "the TF2 loss equals TF1's computed from the logits taken as "
+                   "probabilities: a Keras crossentropy left at its default "
+                   "from_logits=False. Pass from_logits=True",
+}
+
+
+def softmax_hint(tf1: TF1Side, tf2_loss: float, rtol: float) -> str:
+    """The double-softmax or ``from_logits`` hint, when re-running TF1 that way gives TF2.
+
+    Each softmax-family op is tried alone, then all of those on the same logits together
+    (a model whose last layer became a softmax feeds probabilities to every one of them:
+    the crossentropy and an entropy bonus alike).
+    """
+    ops = _softmax_ops(tf1)
+    groups: dict[tf.Tensor, list[tf.Operation]] = {}
+    for op in ops:
+        groups.setdefault(op.inputs[0].ref(), []).append(op)
+    trials = [[op] for op in ops] + [g for g in groups.values() if len(g) > 1]
+    for mistake, wrong_log_p in _MISTAKES.items():
+        for trial in trials:
+            feed = {}
+            for op in trial:
+                if mistake != "double softmax" and op.type == "Softmax":
+                    continue  # from_logits=False concerns the loss, not a softmax of its own
+                feed.update(_replacement(tf1, op, wrong_log_p))
+            if not feed:
+                continue
+            try:
+                value = float(tf1.session.run(tf1.loss, {**tf1.feed, **feed}))
+            except (tf.errors.OpError, ValueError):
+                continue
+            if _close(value, tf2_loss, rtol):
+                return _FIXES[mistake.split(" (")[0]]
+    return ""
+
+
+def _replacement(tf1: TF1Side, op: tf.Operation, wrong_log_p) -> dict:
+    """``{op's output: what it would be}`` when its logits went through ``wrong_log_p``."""
+    z = tf1.session.run(op.inputs[0], tf1.feed).astype(np.float64)
+    with np.errstate(all="ignore"):
+        log_p = wrong_log_p(z)
+    if op.type == "LogSoftmax":
+        value = log_p
+    elif op.type == "Softmax":
+        value = np.exp(log_p)
+    elif op.type == "SparseSoftmaxCrossEntropyWithLogits":
+        labels = tf1.session.run(op.inputs[1], tf1.feed)
+        value = -np.take_along_axis(log_p, labels[:, None], 1)[:, 0]
+    else:  # SoftmaxCrossEntropyWithLogits: labels are probabilities
+        labels = tf1.session.run(op.inputs[1], tf1.feed)
+        value = -(labels * log_p).sum(axis=-1)
+    out = op.outputs[0]
+    return {out: value.astype(out.dtype.as_numpy_dtype)}
+
+
+def _softmax_ops(tf1: TF1Side) -> list[tf.Operation]:
+    """The softmax-family ops the TF1 loss depends on, nearest the loss first."""
+    kinds = {"LogSoftmax", "Softmax", "SparseSoftmaxCrossEntropyWithLogits",
+             "SoftmaxCrossEntropyWithLogits"}
+    seen, queue, found = {tf1.loss.op}, [tf1.loss.op], []
+    while queue:
+        op = queue.pop(0)
+        if op.type in kinds:
+            found.append(op)
+            continue
+        for parent in (t.op for t in op.inputs):
+            if parent not in seen:
+                seen.add(parent)
+                queue.append(parent)
+    return found

@@ -1,0 +1,91 @@
+"""Rows of the outputs and gradients rungs, and the default tolerances, for user code.
+
+Shared by both contracts of the migration harness: :func:`pgtwin.parity.compare`'s
+function pair and :func:`pgtwin.parity.code_parity.compare_programs`' program pair.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from pgtwin_core.errors import DisconnectedGradientError
+from pgtwin.parity.ladder import Row, compare_arrays
+
+#: Default ``(rtol, atol)`` by the variables' dtype and rung (``None``: every other rung).
+#: float32: graph and eager run the same kernels, but Grappler may fuse ops and change the
+#: last bits; Adam then amplifies those on elements whose gradient is near epsilon, hence
+#: the weights rung's atol of 1e-4, which still sees Keras' epsilon 1e-7 vs TF1's 1e-8.
+#: float64 is the exact check. The measurements are in docs/migration.md ("Tolerances").
+DEFAULT_TOLERANCES = {
+    "float32": {None: (1e-5, 1e-6), "weights": (1e-5, 1e-4)},
+    "float64": {None: (1e-10, 1e-12)},
+}
+
+
+def tolerances(dtype: str) -> dict[str, tuple[float, float]]:
+    """``{rung: (rtol, atol)}`` for the numeric rungs, from ``DEFAULT_TOLERANCES``."""
+    table = DEFAULT_TOLERANCES[dtype]
+    return {rung: table.get(rung, table[None]) for rung in ("outputs", "loss", "gradients", "weights")}
+
+
+def output_rows(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray], rtol: float,
+                atol: float, ctx: str, sides: tuple[str, str] = ("legacy_build", "eager_fn")
+                ) -> list[Row]:
+    """One row per output key but ``loss``; a key only one side returns fails."""
+    rows = []
+    for key in dict.fromkeys([*a, *b]):
+        if key == "loss":
+            continue
+        if key not in a or key not in b:
+            side = sides[0] if key in a else sides[1]
+            rows.append(Row("outputs", key, float("inf"), float("inf"), False,
+                            f"only {side} returns it", ctx))
+        else:
+            row = compare_arrays("outputs", key, a[key], b[key], rtol, atol, ctx)
+            if not row.ok and _probabilities(b[key]) and not _probabilities(a[key]):
+                row = Row(row.rung, row.item, row.max_abs, row.max_rel, False,
+                          f"{sides[1]}'s {key!r} are probabilities (every row sums to 1), "
+                          f"{sides[0]}'s are not: a softmax activation on the model's last "
+                          "layer? Keep the logits and put the softmax in the loss, as TF1 "
+                          "does", ctx)
+            rows.append(row)
+    return rows
+
+
+def _probabilities(x: np.ndarray) -> bool:
+    """True when ``x`` is ``[..., K]`` of rows in [0, 1] summing to 1 (a softmax's output)."""
+    x = np.asarray(x, np.float64)
+    return bool(x.ndim >= 1 and x.shape[-1] > 1 and np.all((x >= 0) & (x <= 1))
+                and np.allclose(x.sum(axis=-1), 1.0, atol=1e-5))
+
+
+def gradient_rows(a: Mapping[str, np.ndarray | None], b: Mapping[str, np.ndarray | None],
+                  rtol: float, atol: float, ctx: str) -> list[Row]:
+    """Per variable (both keyed by TF1 name); None on one side fails as seed 000's bug.
+
+    A gradient None on one side only is :class:`DisconnectedGradientError`'s diagnosis: a
+    loss built from numpy values (log-probs stored during the rollout) has no path to the
+    weights. None on both sides passes: the variable is in neither loss.
+    """
+    rows = []
+    for side, mine, other in (("eager", b, a), ("TF1", a, b)):
+        missing = [n for n in a if mine[n] is None and other[n] is not None]
+        if missing:
+            err = DisconnectedGradientError(missing, what=f"the {side} loss")
+            rows.extend(Row("gradients", n, float("inf"), float("inf"), False,
+                            f"{type(err).__name__} on the {side} side: gradient None, the loss "
+                            "does not reach this variable (built from numpy values such as "
+                            "log-probs stored during the rollout? a stop_gradient?)", ctx)
+                        for n in missing)
+    failed = {r.item for r in rows}
+    for name in a:
+        if name in failed:
+            continue
+        if a[name] is None and b[name] is None:
+            rows.append(Row("gradients", name, 0.0, 0.0, True,
+                            "no gradient on either side (not in the loss)", ctx))
+        else:
+            rows.append(compare_arrays("gradients", name, a[name], b[name], rtol, atol, ctx))
+    order = list(a)
+    return sorted(rows, key=lambda r: order.index(r.item))

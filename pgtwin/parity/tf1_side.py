@@ -1,0 +1,334 @@
+"""The user's TF1 program, built and run by the harness as the user wrote it.
+
+:class:`TF1Side` builds a :class:`pgtwin.parity.programs.TF1Program` in a ``tf.Graph`` of its own
+(eager execution stays on for the rest of the process), with TF1's variable semantics
+where old code needs them (:func:`tf1_variables`: ``tf.train.get_global_step()`` finds
+``tf.Variable(0, name="global_step")``; ref variables on request). It feeds numpy
+inputs cast to each placeholder's *declared* dtype, as ``feed_dict`` does, and refuses a
+value that the cast would change (a float action 0.5 into an int placeholder) by name.
+The harness's own Session runs the user's loss, ``tf.gradients`` of it and, for the
+weights rung, the user's ``train_op``.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from pgtwin.parity.code_checks import LegacyCodeError, eager_guard, explain_build_error, require_eager
+from pgtwin.parity.programs import TF1Program, resolve
+from pgtwin.parity.tf_patches import replaced
+from pgtwin.parity.variable_mapping import VariableInfo
+
+tf1 = tf.compat.v1
+
+_VARIABLE_OPS = {"VariableV2", "Variable", "VarHandleOp"}
+#: The harness graph's seed, before the user's code runs (which may set its own).
+GRAPH_SEED = 0
+
+
+class FeedError(ValueError):
+    """An input that cannot be fed to its placeholder as ``feed_dict`` would."""
+
+
+@contextlib.contextmanager
+def tf1_variables(ref: bool = False) -> Iterator[None]:
+    """TF1 variable semantics for the code built inside (graph mode only).
+
+    * ``tf.train.get_global_step()`` also finds a ``tf.Variable(0, name="global_step")``
+      made by hand, as TF 1.x did (TF2's resource variables make ``global_step:0`` a
+      resource handle, which it refuses with "does not have integer type");
+    * ``ref``: TF1's ref variables instead of resource ones. Their reads alias the buffer
+      that a ``train_op`` updates in place, so gradients read half-updated weights and
+      parity after a step is not exact; use it only for code that needs refs.
+
+    Eager code always makes resource variables, so the rest of the process is unaffected;
+    the previous setting is restored on exit.
+    """
+    was = tf1.resource_variables_enabled()
+    if ref:
+        tf1.disable_resource_variables()
+    try:
+        with replaced("train.get_global_step", _finding_hand_made_step):
+            yield
+    finally:
+        (tf1.enable_resource_variables if was else tf1.disable_resource_variables)()
+
+
+def _finding_hand_made_step(original: Any) -> Any:
+    """``get_global_step`` that also finds an integer top-level ``global_step`` variable."""
+    def get_global_step(graph: Any = None) -> Any:
+        graph = graph or tf1.get_default_graph()
+        if not graph.get_collection(tf1.GraphKeys.GLOBAL_STEP):
+            for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES):
+                if v.op.name == "global_step" and v.dtype.base_dtype.is_integer:
+                    return v
+        return original(graph)
+    return get_global_step
+
+
+def cast_feed(key: str, value: Any, placeholder: tf.Tensor) -> np.ndarray:
+    """``value`` as ``feed_dict`` would feed it to ``placeholder``, or a :class:`FeedError`.
+
+    Floats become the placeholder's float dtype (float64 returns into a float32
+    placeholder), integers its integer dtype. Refused, naming the input, the placeholder
+    and both dtypes: non-integral floats into an integer placeholder, integers out of its
+    range, non-numeric values, and shapes the placeholder does not accept.
+    """
+    array = np.asarray(value)
+    target = placeholder.dtype.base_dtype
+    where = f"inputs[{key!r}] ({array.dtype}, shape {array.shape}) for placeholder " \
+            f"{placeholder.op.name!r} ({target.name}, shape {placeholder.shape})"
+    if not placeholder.shape.is_compatible_with(array.shape):
+        raise FeedError(f"{where}: the shapes do not fit; give an array of shape "
+                        f"{placeholder.shape} (None: any size)")
+    if array.dtype.kind not in "biuf":
+        raise FeedError(f"{where}: not a numeric array")
+    np_target = target.as_numpy_dtype
+    if target.is_integer:
+        if array.dtype.kind == "f":
+            bad = ~np.isfinite(array) | (array != np.round(array))
+            if bad.any():
+                index = tuple(int(i) for i in np.argwhere(bad)[0])
+                raise FeedError(f"{where}: value {array[index].item()} at index {index} is not an "
+                                f"integer, and casting to {target.name} would change it")
+        info = np.iinfo(np_target)
+        if array.size and (array.min() < info.min or array.max() > info.max):
+            raise FeedError(f"{where}: values outside {target.name}'s range "
+                            f"[{info.min}, {info.max}]")
+    elif target.is_floating and array.size and not np.all(np.isfinite(array)):
+        raise FeedError(f"{where}: holds non-finite values")
+    elif not (target.is_floating or target.is_integer or target == tf.bool):
+        raise FeedError(f"{where}: pgtwin feeds numeric placeholders only")
+    return array.astype(np_target)
+
+
+def _tensor(value: Any, what: str) -> tf.Tensor:
+    if isinstance(value, tf.Variable):
+        return value.value() if hasattr(value, "value") else tf.convert_to_tensor(value)
+    if not isinstance(value, tf.Tensor):
+        raise TypeError(f"{what} is {type(value).__name__}, not a tensor of the TF1 graph")
+    return value
+
+
+def variable_name(v: Any) -> str:
+    """A TF1 variable's graph name without ``:0``."""
+    return v.op.name
+
+
+class TF1Side:
+    """One :class:`TF1Program` built in its graph, with a Session of the harness's own.
+
+    Attributes:
+      graph, session, obj: the graph, the harness's Session, the user's built object.
+      placeholders: ``{feed key: placeholder}``; ``feed``: ``{placeholder: cast array}``.
+      variables: ``{name: variable}`` compared, in creation order (``var_list``, default
+        the trainable variables the loss depends on); ``not_compared``: the other
+        trainable variables' names.
+    """
+
+    def __init__(self, program: TF1Program, inputs: Mapping[str, Any], what: str = "TF1Program"):
+        require_eager(f"{what}.build")
+        self.graph = tf.Graph()
+        try:
+            with self.graph.as_default(), tf1_variables(program.ref_variables), \
+                    eager_guard():
+                # A graph seed the user's own tf.set_random_seed overrides: unseeded random
+                # ops are refused where op determinism is on (pgtwin train --deterministic).
+                tf1.set_random_seed(GRAPH_SEED)
+                self.obj = program.build()
+        except LegacyCodeError:
+            raise
+        except Exception as err:
+            explained = explain_build_error(err, f"{what}.build")
+            if explained is not None:
+                raise explained from err
+            raise
+        require_eager(f"{what}.build")
+        self.loss = _tensor(resolve(self.obj, program.loss, f"{what}.loss", self.graph),
+                            f"{what}.loss")
+        # Code that makes a tf.Graph of its own (self.graph = tf.Graph()) is run in it.
+        self.graph = g = self.loss.graph
+        self.placeholders = {key: _tensor(resolve(self.obj, ref, f"{what}.feeds[{key!r}]", g),
+                                          f"{what}.feeds[{key!r}]")
+                             for key, ref in program.feeds.items()}
+        if self.loss.shape.rank not in (0, None):
+            raise ValueError(f"{what}.loss {self.loss.name!r} has shape {self.loss.shape}: "
+                             "the loss must be a scalar (reduce it as the train_op does)")
+        self.outputs = {key: _tensor(resolve(self.obj, ref, f"{what}.outputs[{key!r}]", g),
+                                     f"{what}.outputs[{key!r}]")
+                        for key, ref in program.outputs.items()}
+        self.train_op = None
+        if program.train_op is not None:
+            op = resolve(self.obj, program.train_op, f"{what}.train_op", g)
+            self.train_op = op.op if isinstance(op, tf.Tensor) else op
+        with g.as_default():
+            trainable = list(tf1.trainable_variables())
+        if program.var_list is None:
+            reached = _variable_ops(self.loss)
+            chosen = [v for v in trainable if v.op in reached]
+        else:
+            chosen = [resolve(self.obj, ref, f"{what}.var_list", g) for ref in program.var_list]
+        if not chosen:
+            raise ValueError(f"{what}: the loss {self.loss.name!r} depends on no trainable "
+                             f"variable (trainable: {[variable_name(v) for v in trainable]})")
+        self.variables = {variable_name(v): v for v in chosen}
+        self.not_compared = [variable_name(v) for v in trainable
+                             if variable_name(v) not in self.variables]
+        missing = sorted(set(self.placeholders) - set(inputs))
+        extra = sorted(set(inputs) - set(self.placeholders))
+        if missing or extra:
+            raise ValueError(f"{what}: the inputs and the feeds differ: feeds without an "
+                             f"input {missing}, inputs without a feed {extra} (feeds: "
+                             f"{sorted(self.placeholders)})")
+        fed = {p.op for p in self.placeholders.values()}
+        unfed = sorted(op.name for op in _ancestors(self.loss)
+                       if op.type == "Placeholder" and op not in fed)
+        if unfed:
+            raise FeedError(f"the TF1 loss needs placeholders {unfed}, which {what}.feeds "
+                            f"does not name (feeds: {sorted(self.placeholders)}): add "
+                            f"feeds={{..., 'KEY': {unfed[0]!r}}} and an input array KEY")
+        self.feed = {self.placeholders[k]: cast_feed(k, inputs[k], self.placeholders[k])
+                     for k in self.placeholders}
+        with g.as_default():
+            grads = tf.gradients(self.loss, list(self.variables.values()))
+            self.grads = dict(zip(self.variables, grads))
+            self._value_phs = {n: tf1.placeholder(v.dtype.base_dtype, v.shape)
+                               for n, v in self.variables.items()}
+            self._assign = tf.group(*[tf1.assign(v, self._value_phs[n])
+                                      for n, v in self.variables.items()])
+            init = tf.group(tf1.global_variables_initializer(),
+                            tf1.local_variables_initializer(), tf1.tables_initializer())
+        self.session = tf1.Session(graph=g)
+        self.session.run(init)
+
+    # ------------------------------------------------------------------ reading
+    def infos(self) -> list[VariableInfo]:
+        """The compared variables as :class:`VariableInfo`, in creation order."""
+        return [VariableInfo(n, tuple(v.shape.as_list()), v.dtype.base_dtype.name)
+                for n, v in self.variables.items()]
+
+    def dtype(self) -> str:
+        """``float32`` or ``float64``: the compared variables' float dtype."""
+        dtypes = sorted({v.dtype.base_dtype.name for v in self.variables.values()})
+        if len(dtypes) != 1 or dtypes[0] not in ("float32", "float64"):
+            raise ValueError(f"the compared TF1 variables have dtypes {dtypes}; expected all "
+                             "float32 or all float64")
+        return dtypes[0]
+
+    def values(self) -> dict[str, np.ndarray]:
+        """``{name: value}`` of the compared variables now."""
+        return dict(zip(self.variables, self.session.run(list(self.variables.values()))))
+
+    def initial_draws(self, draws: int) -> dict[str, np.ndarray]:
+        """``{name: [draws, *shape]}``: each variable's initializer run ``draws`` times.
+
+        Leaves the variables at their last draw (the caller loads the weights after).
+        """
+        out = {n: [] for n in self.variables}
+        for _ in range(draws):
+            self.session.run([v.initializer for v in self.variables.values()])
+            for n, value in self.values().items():
+                out[n].append(value)
+        return {n: np.stack(v) for n, v in out.items()}
+
+    def initializer_kind(self, name: str) -> str:
+        """The random op that makes the variable's initial value (``RandomUniform`` ...)."""
+        v = self.variables[name]
+        kinds = sorted({op.type for op in _ancestors(v.initializer)
+                        if op.type.startswith(("Random", "TruncatedNormal", "Qr",
+                                               "StatelessRandom"))})
+        return "+".join(kinds) or "constant"
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> dict[str, np.ndarray]:
+        """``{"loss": ..., output key: ...}`` on the inputs."""
+        return self._run({"loss": self.loss, **self.outputs})
+
+    def gradients(self) -> dict[str, np.ndarray | None]:
+        """``{name: d loss / d variable}``; None where ``tf.gradients`` gives None."""
+        present = {n: g for n, g in self.grads.items() if g is not None}
+        values = self._run(present) if present else {}
+        return {n: values.get(n) for n in self.grads}
+
+    def load(self, weights: Mapping[str, np.ndarray]) -> None:
+        """Assign every compared variable its value in ``weights``."""
+        self.session.run(self._assign, {self._value_phs[n]: weights[n] for n in self.variables})
+
+    def step(self) -> None:
+        """One run of the user's ``train_op`` on the inputs."""
+        self._run(self.train_op)
+
+    def restate_optimizer(self, make: Any) -> None:
+        """Make ``train_op`` ``make()``'s step on the compared variables' gradients."""
+        _, self.train_op = restated_step(self.graph, self.session, make, self.grads,
+                                         self.variables)
+
+    def _run(self, fetches: Any) -> Any:
+        try:
+            return self.session.run(fetches, self.feed)
+        except tf.errors.InvalidArgumentError as err:
+            if "must feed a value for placeholder" in str(err):
+                name = str(err).split("placeholder tensor '")[-1].split("'")[0]
+                raise FeedError(f"the TF1 graph needs placeholder {name!r}, which "
+                                "TF1Program.feeds does not name: add "
+                                f"feeds={{..., 'KEY': {name!r}}} and an input array KEY") from None
+            raise
+
+    def close(self) -> None:
+        """Close the harness's Session and any Session the user's object opened."""
+        self.session.close()
+        holders = self.obj.values() if isinstance(self.obj, Mapping) else \
+            vars(self.obj).values() if hasattr(self.obj, "__dict__") else ()
+        for value in list(holders):
+            if isinstance(value, tf1.Session) and value.graph is self.graph:
+                value.close()
+
+
+def restated_step(graph: tf.Graph, session: Any, make: Any, grads: Mapping[str, Any],
+                  variables: Mapping[str, Any]) -> tuple[Any, tf.Operation]:
+    """``(optimizer, train op)``: ``make()``'s ``apply_gradients`` on ``grads`` in ``graph``.
+
+    Only the optimizer's new variables (slots, beta powers) are initialised, so the
+    weights stay as loaded. Gradients that are None are left out.
+    """
+    with graph.as_default():
+        before = {v.ref() for v in tf1.global_variables()}
+        optimizer = make()
+        pairs = [(g, variables[n]) for n, g in grads.items() if g is not None]
+        train_op = optimizer.apply_gradients(pairs) if pairs else tf.no_op()
+        fresh = [v for v in tf1.global_variables() if v.ref() not in before]
+        session.run(tf1.variables_initializer(fresh))
+    return optimizer, train_op
+
+
+def _ancestors(root: Any) -> list[tf.Operation]:
+    """Every op ``root`` (a tensor or op) depends on through data and control inputs."""
+    start = root.op if isinstance(root, tf.Tensor) else root
+    seen, stack = {start}, [start]
+    while stack:
+        op = stack.pop()
+        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
+            if parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    return list(seen)
+
+
+def _variable_ops(tensor: tf.Tensor) -> set[tf.Operation]:
+    """The variable ops ``tensor`` reads through data inputs (not control inputs)."""
+    seen, stack = {tensor.op}, [tensor.op]
+    found = set()
+    while stack:
+        op = stack.pop()
+        if op.type in _VARIABLE_OPS:
+            found.add(op)
+            continue
+        for parent in (t.op for t in op.inputs):
+            if parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    return found

@@ -1,0 +1,212 @@
+"""The user's TF2 program, run by the harness on the user's own variables.
+
+:class:`TF2Side` builds a :class:`pgtwin.parity.programs.TF2Program` (a Keras 3 or ``tf_keras``
+model, a ``tf.Module``, or an object holding one), calls its loss once under a
+``GradientTape`` so lazily built layers make their variables, and takes as the TF2
+variables the trainable ones that call read, in the order it first read them (the
+layers' order). Their values at that point are the model's own initial values (the
+initialisation rung); the TF1 values are then assigned into those same variables, so the
+user's loss, train step and optimizer run on them unchanged.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from pgtwin.parity.code_checks import eager_guard, require_eager
+from pgtwin.parity.programs import TF2Program, resolve
+from pgtwin.parity.variable_mapping import VariableInfo
+
+_WEIGHT_ATTRS = ("kernel", "bias", "embeddings", "recurrent_kernel", "gamma", "beta",
+                 "depthwise_kernel", "pointwise_kernel")
+
+
+def loss_results(value: Any, what: str) -> dict[str, Any]:
+    """``{"loss": ..., other outputs}`` from what a user's loss returned."""
+    if isinstance(value, Mapping):
+        if "loss" not in value:
+            raise ValueError(f"{what} returned a dict without a 'loss' key (keys: {sorted(value)})")
+        return dict(value)
+    if isinstance(value, (tuple, list)):
+        raise ValueError(f"{what} returned a {type(value).__name__}: return the loss, or a "
+                         "dict {'loss': loss, key: tensor}")
+    return {"loss": value}
+
+
+def underlying(v: Any) -> tf.Variable:
+    """The ``tf.Variable`` behind a Keras 3 variable (``.value``), or ``v`` itself."""
+    inner = getattr(v, "value", None)
+    return inner if isinstance(inner, tf.Variable) else v
+
+
+def _owned_trainable(obj: Any, depth: int = 2) -> list[Any]:
+    """Trainable variables of ``obj`` or of the models/modules its attributes hold."""
+    found = getattr(obj, "trainable_variables", None)
+    if found is not None and not callable(found):
+        return list(found)
+    if depth == 0 or not hasattr(obj, "__dict__"):
+        return []
+    out = []
+    for value in vars(obj).values():
+        out.extend(_owned_trainable(value, depth - 1))
+    return out
+
+
+def _is_layer(value: Any) -> bool:
+    """True for a Keras 3 or tf_keras layer (judged by its class: no property is run)."""
+    cls = type(value)
+    return callable(getattr(cls, "build", None)) and hasattr(cls, "trainable_weights") \
+        and hasattr(cls, "add_weight")
+
+
+def _layers(obj: Any, seen: set[int] | None = None) -> list[Any]:
+    """Every Keras layer reachable through ``.layers`` and attributes, ``obj`` included."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or not hasattr(obj, "__dict__"):
+        return []
+    seen.add(id(obj))
+    out = [obj] if _is_layer(obj) else []
+    children = list(getattr(obj, "layers", []) or []) if out else []
+    children += [v for v in vars(obj).values() if _is_layer(v)]
+    for child in children:
+        out.extend(_layers(child, seen))
+    return out
+
+
+def find_optimizer(obj: Any, model: Any) -> Any:
+    """The first Keras optimizer held by the model (``compile``) or the object, else None."""
+    for holder in (model, obj):
+        for value in [getattr(holder, "optimizer", None),
+                      *(vars(holder).values() if hasattr(holder, "__dict__") else ())]:
+            if hasattr(value, "apply_gradients") and hasattr(value, "get_config"):
+                return value
+    return None
+
+
+class TF2Side:
+    """One :class:`TF2Program`: the user's object, its variables, loss and train step.
+
+    Attributes:
+      obj, model: the built object and the part holding the variables.
+      variables: ``{name: tf.Variable}`` the loss reads, in first-read order.
+      handles: ``{name: variable}`` as the user's code holds it (a Keras 3 variable, else
+        the ``tf.Variable``), for ``apply_gradients``.
+      initial: ``{name: value}`` before any load: the model's own initial values.
+      not_compared: trainable variables of the model that the loss does not read.
+      optimizer: the Keras optimizer found or named, or None.
+    """
+
+    def __init__(self, program: TF2Program, inputs: Mapping[str, np.ndarray],
+                 what: str = "TF2Program"):
+        self.program, self.what = program, what
+        require_eager(f"{what}.build")
+        with eager_guard():
+            self.obj = program.build()
+        require_eager(f"{what}.build")
+        self.model = self.obj if program.model is None else resolve(self.obj, program.model,
+                                                                    f"{what}.model")
+        self.inputs = {k: tf.constant(a) for k, a in inputs.items()}
+        with tf.GradientTape() as tape:
+            loss_results(program.loss(self.obj, dict(self.inputs)), f"{what}.loss")
+        watched = [v for v in tape.watched_variables() if v.trainable]
+        if not watched:
+            raise ValueError(f"{what}.loss read no trainable variable: it must compute the "
+                             "loss from the model's variables (not from numpy values)")
+        owned = [*_owned_trainable(self.model), *_owned_trainable(self.obj)]
+        by_id = {id(underlying(v)): v for v in owned}
+        self.variables, self.handles = {}, {}
+        for v in watched:
+            handle = by_id.get(id(v), v)
+            # A Keras 3 variable's path names its layer; its tf.Variable may not.
+            name = _unique(getattr(handle, "path", None) or v.name.split(":")[0],
+                           self.variables)
+            self.variables[name] = v
+            self.handles[name] = handle
+        read = {id(v) for v in watched}
+        self.not_compared = list(dict.fromkeys(
+            underlying(v).name.split(":")[0] for v in owned if id(underlying(v)) not in read))
+        self.initial = self.values()
+        self.optimizer = find_optimizer(self.obj, self.model) if program.optimizer is None \
+            else resolve(self.obj, program.optimizer, f"{what}.optimizer")
+
+    def infos(self) -> list[VariableInfo]:
+        """The variables the loss reads as :class:`VariableInfo`, in first-read order."""
+        return [VariableInfo(n, tuple(v.shape.as_list()), v.dtype.base_dtype.name)
+                for n, v in self.variables.items()]
+
+    def values(self) -> dict[str, np.ndarray]:
+        """``{name: value}`` now."""
+        return {n: v.numpy() for n, v in self.variables.items()}
+
+    def load(self, values: Mapping[str, np.ndarray]) -> None:
+        """Assign ``values`` (by TF2 name) into the user's variables."""
+        for name, value in values.items():
+            self.variables[name].assign(np.asarray(value).astype(
+                self.variables[name].dtype.as_numpy_dtype))
+
+    def initializer_of(self, name: str) -> str:
+        """The Keras initializer that made the variable, as ``Class(config)``, or ''."""
+        target = self.variables[name]
+        for layer in _layers(self.model):
+            for attr in _WEIGHT_ATTRS:
+                v = getattr(layer, attr, None)
+                if v is not None and underlying(v) is target:
+                    init = getattr(layer, f"{attr}_initializer", None)
+                    if init is None:
+                        return ""
+                    config = {k: x for k, x in (init.get_config() or {}).items()
+                              if x is not None}
+                    return f"{type(init).__name__}({config})"
+        return ""
+
+    def run(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray | None]]:
+        """``({"loss": ..., outputs}, {name: gradient or None})`` on the inputs."""
+        with tf.GradientTape() as tape:
+            out = loss_results(self.program.loss(self.obj, dict(self.inputs)),
+                               f"{self.what}.loss")
+        grads = tape.gradient(out["loss"], list(self.variables.values()))
+        keys = self.program.outputs
+        outputs = {k: np.asarray(v) for k, v in out.items()
+                   if k == "loss" or keys is None or k in keys}
+        return outputs, {n: None if g is None else np.asarray(g)
+                         for n, g in zip(self.variables, grads)}
+
+    def has_step(self) -> bool:
+        """True when the program gives a train step or an optimizer the harness can apply."""
+        return self.program.train_step is not None or self.optimizer is not None
+
+    def step(self) -> None:
+        """The user's train step, else the optimizer applied to the loss's gradients."""
+        if self.program.train_step is not None:
+            self.program.train_step(self.obj, dict(self.inputs))
+            return
+        with tf.GradientTape() as tape:
+            loss = loss_results(self.program.loss(self.obj, dict(self.inputs)),
+                                f"{self.what}.loss")["loss"]
+        grads = tape.gradient(loss, list(self.variables.values()))
+        self.optimizer.apply_gradients([(g, self.handles[n]) for n, g in
+                                        zip(self.variables, grads) if g is not None])
+
+    def set_optimizer(self, optimizer: Any) -> None:
+        """Use ``optimizer`` (a restated one) instead of the program's own step."""
+        self.optimizer = optimizer
+        self.program = TF2Program(build=self.program.build, loss=self.program.loss,
+                                  outputs=self.program.outputs)
+
+
+def _unique(name: str, taken: Mapping[str, Any]) -> str:
+    """``name``, or ``scope_2/leaf``, ``scope_3/leaf`` ... when that name is taken.
+
+    The suffix goes on the scope so the last component (``kernel``, ``bias``), which says
+    the variable's kind, stays as it is.
+    """
+    if name not in taken:
+        return name
+    head, _, leaf = name.rpartition("/")
+    k = 2
+    while f"{head}_{k}/{leaf}" in taken:
+        k += 1
+    return f"{head}_{k}/{leaf}"
