@@ -321,3 +321,28 @@ def test_only_the_compared_variables_optimizer_is_read_from_the_train_op():
     assert report.ok, report.to_table()
     lr = next(r for r in report.rows if r.item == "optimizer.learning_rate")
     assert lr.max_abs == 0.0  # 0.01 on both sides, not the critic's 0.5
+
+
+class ModuleAgent(tf.Module):
+    """A tf.Module migration with hand-named tf.Variables and its own Keras optimizer."""
+
+    def __init__(self):
+        super().__init__(name="pg")
+        init = keras.initializers.GlorotUniform()
+        self.w1 = tf.Variable(init((up.OBS, up.HIDDEN)), name="W1")
+        self.b1 = tf.Variable(tf.zeros([up.HIDDEN]), name="b1")
+        self.w2 = tf.Variable(init((up.HIDDEN, up.ACTIONS)), name="W2")
+        self.b2 = tf.Variable(tf.zeros([up.ACTIONS]), name="b2")
+        self.optimizer = keras.optimizers.Adam(up.LR, epsilon=1e-8)
+
+    def loss(self, b):
+        logits = tf.tanh(b["obs"] @ self.w1 + self.b1) @ self.w2 + self.b2
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=b["actions"], logits=logits)
+        return {"loss": tf.reduce_mean(ce * b["returns"]), "logits": logits}
+
+
+def test_a_tf_module_with_hand_named_variables_is_compared_with_its_own_optimizer():
+    program = TF2Program(build=ModuleAgent, loss=lambda a, b: a.loss(b))
+    report = compare_programs(up.tf1_program(), program, BATCH, steps=2)
+    assert report.ok, report.to_table()
+    assert re.search(r"policy/fc1/weights\s+\(4, 16\)\s+W1\s", report.mapping_table)

@@ -25,6 +25,20 @@ def pairs(mapping):
 def test_kinds_come_from_the_last_name_component():
     assert [kind(n) for n in ("a/W", "weights", "x/kernel:0", "b", "l/biases", "log_std")] == \
         ["kernel", "kernel", "kernel", "bias", "bias", "other"]
+    # hand-written short names, as prefix or suffix
+    assert [kind(n) for n in ("W1", "w_pi", "fc_w", "b2", "bias_out", "value_b")] == \
+        ["kernel", "kernel", "kernel", "bias", "bias", "bias"]
+    # a name that says nothing: the rank decides
+    assert [kind("theta", (4, 2)), kind("log_std", (2,)), kind("scale", ())] == \
+        ["kernel", "bias", "other"]
+
+
+def test_freely_named_tf_variables_pair_with_keras_layers_by_order_and_shape():
+    tf1 = [V("W1", (4, 16)), V("b1", (16,)), V("W2", (16, 2)), V("b2", (2,))]
+    tf2 = [V("policy/theta1", (4, 16)), V("policy/offset1", (16,)),
+           V("policy/theta2", (16, 2)), V("policy/offset2", (2,))]
+    mapping = infer_mapping(tf1, tf2)
+    assert mapping.ok and [p.tf2.name for p in mapping.pairs] == [v.name for v in tf2]
 
 
 def test_creation_order_and_shape_pair_a_whole_network():

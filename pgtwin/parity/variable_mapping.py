@@ -13,13 +13,15 @@ pairing is inferred, in this order:
    says the same (``fc1/weights`` ~ ``fc1/kernel``, ``b`` ~ ``bias``).
 
 *Kind* is read from the last name component: ``W, w, weights, weight, kernel, matrix`` are
-kernels, ``b, bias, biases`` biases, anything else is "other". A kernel is never paired with
-a bias. Whatever stays unpaired, or could be paired more than one way, is a
+kernels, ``b, bias, biases`` biases (also as a prefix or suffix: ``W1``, ``fc_w``,
+``bias_out``); a name that says neither is a kernel with two or more dimensions and a bias
+with one. A kernel is never paired with a bias. Whatever stays unpaired, or could be paired more than one way, is a
 :class:`MappingProblem` that lists the candidates with their shapes.
 """
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -97,14 +99,31 @@ class MappingError(ValueError):
                          "(pgtwin compare --map OLD=NEW).")
 
 
-def kind(name: str) -> str:
-    """``"kernel"``, ``"bias"`` or ``"other"``, from the last component of ``name``."""
+def name_kind(name: str) -> str:
+    """``"kernel"``, ``"bias"`` or ``"other"``, from the last component of ``name``.
+
+    Besides the exact words, the short names hand-written code uses count: ``W1``,
+    ``w_pi``, ``fc_w``, ``b2``, ``bias_out``, ``value_b``.
+    """
     leaf = name.rsplit("/", 1)[-1].split(":")[0].lower()
-    if leaf in _KERNEL:
+    parts = [p for p in re.split(r"[_\-.]", re.sub(r"\d+$", "", leaf)) if p] or [leaf]
+    if leaf in _KERNEL or parts[0] in _KERNEL or parts[-1] in _KERNEL:
         return "kernel"
-    if leaf in _BIAS:
+    if leaf in _BIAS or parts[0] in _BIAS or parts[-1] in _BIAS:
         return "bias"
     return "other"
+
+
+def kind(name: str, shape: tuple[int, ...] | None = None) -> str:
+    """The kind used for pairing: :func:`name_kind`, else guessed from the rank.
+
+    A variable whose name says nothing (``log_std``, ``theta``) is a kernel when it has
+    two or more dimensions and a bias when it has one, so it can still pair by shape.
+    """
+    k = name_kind(name)
+    if k != "other" or shape is None:
+        return k
+    return "kernel" if len(shape) >= 2 else "bias" if len(shape) == 1 else "other"
 
 
 def _normalised(name: str) -> str:
@@ -175,7 +194,7 @@ def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
 
     rest1 = [v for v in tf1 if v.name not in paired and v.name not in (name_map or {})]
     rest2 = [v for v in tf2 if v.name not in used2]
-    token = lambda v: (v.shape, kind(v.name))  # noqa: E731
+    token = lambda v: (v.shape, kind(v.name, v.shape))  # noqa: E731
     matcher = difflib.SequenceMatcher(None, [token(v) for v in rest1],
                                       [token(v) for v in rest2], autojunk=False)
     blocks = [b for b in matcher.get_matching_blocks() if b.size]
@@ -206,18 +225,18 @@ def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
         if a.name in paired or a.name in (name_map or {}):
             continue
         same = [c for c in rest2 if c.shape == a.shape]
-        fitting = [c for c in same if kind(c.name) == kind(a.name)]
+        fitting = [c for c in same if kind(c.name, c.shape) == kind(a.name, a.shape)]
         rivals = [x for x in tf1 if x.name not in paired and x.name != a.name
                   and token(x) == token(a)]
         if len(fitting) > 1:
             msg = f"ambiguous: it could be any of {_describe(fitting)}"
         elif fitting:
-            msg = (f"ambiguous: {_describe(fitting)} is the only TF2 {kind(a.name)} of this "
+            msg = (f"ambiguous: {_describe(fitting)} is the only TF2 {kind(a.name, a.shape)} of this "
                    f"shape left, and {_describe(rivals)} fit it too")
         elif same:
-            msg = (f"no TF2 {kind(a.name)} of shape {a.shape} is left; only "
-                   f"{_describe(same)} (a {kind(a.name)} is not paired with a "
-                   f"{kind(same[0].name)})")
+            msg = (f"no TF2 {kind(a.name, a.shape)} of shape {a.shape} is left; only "
+                   f"{_describe(same)} (a {kind(a.name, a.shape)} is not paired with a "
+                   f"{kind(same[0].name, same[0].shape)})")
         else:
             msg = (f"no TF2 variable of shape {a.shape} is left (unpaired TF2: "
                    f"{_describe(rest2)})")
@@ -234,8 +253,8 @@ def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
 
 def _bias_hint(v: VariableInfo, other_side_left: Sequence[VariableInfo]) -> str:
     """The fix for a bias that only one side has (``use_bias``), else ''."""
-    if kind(v.name) != "bias" or any(kind(o.name) == "bias" and o.shape == v.shape
-                                     for o in other_side_left):
+    if name_kind(v.name) != "bias" or any(kind(o.name, o.shape) == "bias" and o.shape == v.shape
+                                          for o in other_side_left):
         return ""
     return (f". The other side has no bias of shape {v.shape}: if that layer has none, "
             "build the Keras layer with use_bias=False (or give the TF1 layer a bias); "
