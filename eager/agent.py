@@ -24,9 +24,11 @@ from pgtwin_core.errors import DisconnectedGradientError
 from pgtwin_core.rollout import Batch
 from pgtwin_core.specs import PolicySpec, check_weights, init_weights
 
-from eager import distributions, network
+from pgtwin.mode_agnostic import distributions, forward_pass
+from pgtwin.mode_agnostic.loss import reinforce_loss
+
+from eager import network
 from eager.checkpoint_layout import saved_layout
-from eager.loss import reinforce_loss
 from eager.optimizers import make_optimizer
 from eager.policy_call import direct_callable, policy_callable
 
@@ -109,7 +111,7 @@ class ReinforceAgent:
         return {k: f.experimental_get_tracing_count() for k, f in fns.items()}
 
     def _params(self, obs: tf.Tensor) -> tf.Tensor:
-        return network.dist_params(self.spec, self.variables, obs)
+        return forward_pass.dist_params(self.spec, self.variables, obs)
 
     def _log_prob(self, obs: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
         return distributions.log_prob(self.spec, self._params(obs), actions)

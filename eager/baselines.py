@@ -25,9 +25,10 @@ from pgtwin_core.errors import NoCompleteEpisodeError
 from pgtwin_core.baseline_memory import BaselineMemory
 from pgtwin_core.rollout import Batch
 
-from eager import distributions, per_sample
+from pgtwin.mode_agnostic import distributions, per_sample
+from pgtwin.mode_agnostic.loss import reinforce_loss
+
 from eager.agent import checked_gradients
-from eager.loss import reinforce_loss
 from eager.policy_call import direct_callable
 
 

@@ -26,10 +26,11 @@ from pgtwin_core.advantages import TrainInputs
 from pgtwin_core.recording import RecordedSteps, recorded_inputs
 from pgtwin_core.rollout import Batch
 
-from eager import distributions
+from pgtwin.mode_agnostic import distributions
+from pgtwin.mode_agnostic.loss import reinforce_loss
+
 from eager.agent import checked_gradients
 from eager.policy_call import SINGLE_THREADED
-from eager.loss import reinforce_loss
 
 
 class CachedUpdate:

@@ -23,9 +23,11 @@ from pgtwin_core.errors import DisconnectedGradientError
 from pgtwin_core.rollout import Batch
 from pgtwin_core.specs import PolicySpec, check_weights, init_weights
 
-from legacy_graph import distributions, network
+from pgtwin.mode_agnostic import distributions, forward_pass
+from pgtwin.mode_agnostic.loss import reinforce_loss
+
+from legacy_graph import network
 from legacy_graph.checkpoint_layout import saved_layout
-from legacy_graph.loss import reinforce_loss
 from legacy_graph.optimizers import make_optimizer
 from legacy_graph.policy_call import direct_callable, policy_callable
 
@@ -85,7 +87,7 @@ class ReinforceAgent:
         self.advantages_ph = tf1.placeholder(dtype, [None], name="advantages")
         self.weights_ph = tf1.placeholder(dtype, [None], name="weights")
 
-        self.params = network.dist_params(spec, self.variables, self.obs_ph)
+        self.params = forward_pass.dist_params(spec, self.variables, self.obs_ph)
         self.log_probs = distributions.log_prob(spec, self.params, self.actions_ph)
         self.entropies = distributions.entropy(spec, self.params)
         self.entropy = tf.reduce_sum(self.weights_ph * self.entropies)

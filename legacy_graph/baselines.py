@@ -22,9 +22,11 @@ from pgtwin_core.errors import NoCompleteEpisodeError
 from pgtwin_core.baseline_memory import BaselineMemory
 from pgtwin_core.rollout import Batch
 
-from legacy_graph import distributions, per_sample
+from pgtwin.mode_agnostic import distributions, per_sample
+from pgtwin.mode_agnostic.loss import reinforce_loss
+
 from legacy_graph.agent import checked_gradients
-from legacy_graph.loss import reinforce_loss
+from legacy_graph.per_sample import layer_deltas
 from legacy_graph.policy_call import direct_callable
 
 tf1 = tf.compat.v1
@@ -62,7 +64,7 @@ class BaselineUpdate:
             with a.graph.as_default(), tf1.name_scope("optimal_scalar"):
                 returns = tf1.placeholder(spec.dtype, [None], name="returns")
                 coef, w = a.config.entropy_coef, a.weights_ph
-                traced = per_sample.layer_deltas(spec, a.variables, a.obs_ph, a.actions_ph)
+                traced = layer_deltas(spec, a.variables, a.obs_ph, a.actions_ph)
                 b = scalar_baseline(per_sample.ghost_sq_norms(traced), returns, w)
                 entropies = distributions.entropy(spec, traced.params)
                 loss = reinforce_loss(traced.log_probs, returns - b, w, entropies, coef)

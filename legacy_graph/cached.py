@@ -30,9 +30,10 @@ from pgtwin_core.advantages import TrainInputs
 from pgtwin_core.recording import RecordedSteps, recorded_inputs
 from pgtwin_core.rollout import Batch
 
-from legacy_graph import distributions, network
+from pgtwin.mode_agnostic import distributions, forward_pass
+from pgtwin.mode_agnostic.loss import reinforce_loss
+
 from legacy_graph.agent import checked_gradients
-from legacy_graph.loss import reinforce_loss
 
 tf1 = tf.compat.v1
 
@@ -56,7 +57,7 @@ class CachedUpdate:
         n, b = self.num_envs, self.num_steps * self.num_envs
         self.obs_phs = [tf1.placeholder(dtype, [n, *spec.obs_shape], name=f"obs_{t}")
                         for t in range(self.num_steps)]
-        self.step_params = [network.dist_params(spec, agent.variables, obs)
+        self.step_params = [forward_pass.dist_params(spec, agent.variables, obs)
                             for obs in self.obs_phs]
         params = tf.concat(self.step_params, axis=0)  # [T*N, P], row i = t*N + n
         act_shape = [b] if spec.is_discrete else [b, spec.action_size]

@@ -1,13 +1,11 @@
-"""The policy network as TF1 graph code: ``get_variable`` under variable scopes.
+"""The policy network's variables as TF1 graph code: ``get_variable`` under variable scopes.
 
-The forward pass is a pure function of a ``{name: tensor}`` dict, so the same code
-serves the batched graph, the per-sample graphs (``tf.vectorized_map``) and the cached
-rollout graph. Mirrors ``eager/network.py`` function for function: the math is
-deliberately the same text, so a reader migrating TF1 code can diff the two files.
+The forward pass over them is mode-agnostic (``pgtwin.mode_agnostic.forward_pass``); what is
+the legacy twin's own is how the variables are made: in the current graph, named by their
+variable scopes, zeros until the agent assigns its weights. Mirrors ``eager/network.py``.
 """
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from pgtwin_core.specs import PolicySpec
@@ -29,71 +27,3 @@ def create_variables(spec: PolicySpec) -> dict[str, tf.Variable]:
                 leaf, shape=shape, dtype=spec.dtype, initializer=tf1.zeros_initializer()
             )
     return variables
-
-
-def dense(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
-    """``x @ kernel + bias``: ``[B, in] -> [B, out]``."""
-    return tf.matmul(x, kernel) + bias
-
-
-def lstm_steps(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor
-               ) -> tuple[tf.Tensor, list[tf.Tensor], list[tf.Tensor]]:
-    """Hand-written LSTM over the window ``obs [B, K, obs_dim]``, with each step's tensors.
-
-    ``z = [x_t, h] @ W + b``; gates ``i, f, g, o = split(z)``;
-    ``c = sigmoid(f) * c + sigmoid(i) * tanh(g)``; ``h = sigmoid(o) * tanh(c)``.
-    Built from matmuls only (no ``tf.keras.layers.LSTM``, no while loop), unrolled over K,
-    so both twins compute it identically and ``vectorized_map`` can batch it.
-
-    Returns:
-      ``h_K [B, units]``; per step t, the gate layer's input ``[x_t, h_{t-1}]``
-      ``[B, obs_dim + units]`` and its pre-activation ``z_t [B, 4 units]`` (for the
-      per-sample gradients of ``per_sample.py``).
-    """
-    units = spec.hidden[0]
-    kernel, bias = w["policy/lstm/kernel"], w["policy/lstm/bias"]
-    h = tf.zeros(tf.stack([tf.shape(obs)[0], units]), dtype=obs.dtype)
-    c = h
-    inputs, pre_activations = [], []
-    for t in range(spec.history):
-        inputs.append(tf.concat([obs[:, t, :], h], axis=1))
-        z = dense(inputs[-1], kernel, bias)
-        pre_activations.append(z)
-        i, f, g, o = tf.split(z, 4, axis=1)
-        c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
-        h = tf.sigmoid(o) * tf.tanh(c)
-    return h, inputs, pre_activations
-
-
-def lstm_last_hidden(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tensor:
-    """``h_K [B, units]`` of the LSTM over the window ``obs [B, K, obs_dim]`` (:func:`lstm_steps`)."""
-    return lstm_steps(spec, w, obs)[0]
-
-
-def torso(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tensor:
-    """Features ``[B, width]`` from observations ``[B, *obs_shape]``."""
-    x = lstm_last_hidden(spec, w, obs) if spec.torso == "lstm" else obs
-    act = tf.tanh if spec.activation == "tanh" else tf.nn.relu
-    for i in range(len(spec.dense_sizes)):
-        x = act(dense(x, w[f"policy/dense_{i}/kernel"], w[f"policy/dense_{i}/bias"]))
-    return x
-
-
-def squash_mean(spec: PolicySpec, z: tf.Tensor) -> tf.Tensor:
-    """Put the Gaussian mean into the action bounds (``sigmoid``, ``tanh`` or ``none``)."""
-    if spec.squash == "none":
-        return z
-    low = np.asarray(spec.action_low, dtype=spec.np_dtype)
-    high = np.asarray(spec.action_high, dtype=spec.np_dtype)
-    if spec.squash == "sigmoid":
-        return low + (high - low) * tf.sigmoid(z)
-    return (high + low) / 2 + (high - low) / 2 * tf.tanh(z)
-
-
-def dist_params(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tensor:
-    """Distribution parameters ``[B, spec.num_params]``: logits, or ``concat(mean, log_std)``."""
-    z = dense(torso(spec, w, obs), w["policy/head/kernel"], w["policy/head/bias"])
-    if spec.is_discrete:
-        return z
-    log_std = w["policy/log_std"] + tf.zeros_like(z)  # broadcast to [B, action_dim]
-    return tf.concat([squash_mean(spec, z), log_std], axis=1)

@@ -13,6 +13,8 @@ import tensorflow as tf
 
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.specs import PolicySpec, init_weights
+from pgtwin.mode_agnostic import distributions, forward_pass
+from pgtwin.mode_agnostic.loss import reinforce_loss
 
 SPECS = {
     "categorical_mlp": PolicySpec("categorical", (4,), 3, hidden=(5,), dtype="float64"),
@@ -39,8 +41,7 @@ specs = pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
 
 @specs
 def test_legacy_loss_gives_data_no_gradient(spec):
-    from legacy_graph import distributions, network
-    from legacy_graph.loss import reinforce_loss
+    from legacy_graph import network
     tf1 = tf.compat.v1
     obs, actions, returns, weights = _data(spec)
     with tf.Graph().as_default():
@@ -50,7 +51,7 @@ def test_legacy_loss_gives_data_no_gradient(spec):
         returns_ph = tf1.placeholder(tf.float64, [B])
         weights_ph = tf1.placeholder(tf.float64, [B])
         advantages = returns_ph - tf.reduce_mean(returns_ph)  # a baseline made of the data
-        params = network.dist_params(spec, variables, obs_ph)
+        params = forward_pass.dist_params(spec, variables, obs_ph)
         loss = reinforce_loss(distributions.log_prob(spec, params, actions_ph), advantages,
                               weights_ph, distributions.entropy(spec, params), ENTROPY_COEF)
         dead = tf.gradients(loss, [returns_ph, advantages, actions_ph, weights_ph])
@@ -61,8 +62,7 @@ def test_legacy_loss_gives_data_no_gradient(spec):
 
 @specs
 def test_eager_loss_gives_data_no_gradient(spec):
-    from eager import distributions, network
-    from eager.loss import reinforce_loss
+    from eager import network
     obs, actions, returns, weights = (tf.constant(x) for x in _data(spec))
     variables = network.PolicyVariables(spec, init_weights(spec, 0)).variables_by_name
     with tf.GradientTape(persistent=True) as tape:
@@ -70,7 +70,7 @@ def test_eager_loss_gives_data_no_gradient(spec):
         tape.watch(watched)  # an int64 action tensor cannot be watched: it carries nothing
         advantages = returns - tf.reduce_mean(returns)
         tape.watch(advantages)
-        params = network.dist_params(spec, variables, obs)
+        params = forward_pass.dist_params(spec, variables, obs)
         loss = reinforce_loss(distributions.log_prob(spec, params, actions), advantages,
                               weights, distributions.entropy(spec, params), ENTROPY_COEF)
     assert tape.gradient(loss, returns) is None

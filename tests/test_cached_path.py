@@ -16,6 +16,7 @@ from pgtwin_core.errors import DisconnectedGradientError, RecordingMismatchError
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.loop import iterate_training
 from pgtwin_core.rollout import collect
+from pgtwin.mode_agnostic import forward_pass
 from pgtwin.twins import IMPLS, twin_module
 from tests.update_path_cases import (CASES, NUM_ENVS, NUM_STEPS, agent, config, envs_for,
                                      recorded_batch)
@@ -26,12 +27,11 @@ CATEGORICAL, GAUSSIAN = CASES["categorical_mlp"], CASES["gaussian_mlp"]
 def count_forward_rows(impl: str, monkeypatch) -> list[int]:
     """Make every *run* of the twin's forward pass append its batch size to the returned list.
 
-    ``network.dist_params`` is wrapped (before any agent builds or traces it) so the graph
-    or ``tf.function`` it ends up in holds a ``numpy_function`` counter that every run of
+    ``forward_pass.dist_params`` (both twins' forward pass) is wrapped (before any agent
+    builds or traces it) so the graph or ``tf.function`` it ends up in holds a ``numpy_function`` counter that every run of
     the pass must execute: the list counts runs, not traces.
     """
-    network = twin_module(impl, "network")
-    original = network.dist_params
+    original = forward_pass.dist_params
     rows: list[int] = []
 
     def count(n):
@@ -44,7 +44,7 @@ def count_forward_rows(impl: str, monkeypatch) -> list[int]:
         with tf.control_dependencies([ran]):
             return tf.identity(params)
 
-    monkeypatch.setattr(network, "dist_params", counted_dist_params)
+    monkeypatch.setattr(forward_pass, "dist_params", counted_dist_params)
     return rows
 
 
@@ -184,16 +184,16 @@ def test_a_loss_missing_the_head_names_exactly_the_head_variables(impl):
     # the head's kernel and bias get None, and only they must be named. (Slicing the
     # params instead would not do: concat and split send zeros, not None, to the other part.)
     a = agent(impl, GAUSSIAN, config("recompute"))
-    network, agent_module = twin_module(impl, "network"), twin_module(impl, "agent")
+    agent_module = twin_module(impl, "agent")
     obs = np.zeros((2, 3), a.spec.np_dtype)
     with pytest.raises(DisconnectedGradientError) as err:
         if impl == "graph":
             with a.graph.as_default():
-                loss = tf.reduce_sum(network.torso(a.spec, a.variables, obs))
+                loss = tf.reduce_sum(forward_pass.torso(a.spec, a.variables, obs))
                 agent_module.checked_gradients(loss, a.variables)
         else:
             with tf.GradientTape() as tape:
-                loss = tf.reduce_sum(network.torso(a.spec, a.variables, obs))
+                loss = tf.reduce_sum(forward_pass.torso(a.spec, a.variables, obs))
             agent_module.checked_gradients(tape, loss, a.variables)
     assert err.value.variables == ["policy/head/kernel", "policy/head/bias", "policy/log_std"]
 

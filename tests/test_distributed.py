@@ -428,12 +428,12 @@ def _per_sample_gradients_by_loop(agent, obs, actions) -> np.ndarray:
     """``[B, P]``: grad log pi(a_i|s_i), one tape per sample (the slow, obvious way)."""
     import tensorflow as tf
 
-    from eager import distributions, network
+    from pgtwin.mode_agnostic import distributions, forward_pass
 
     @tf.function  # one trace: every call sees a one-sample batch
     def one_sample(obs_1, actions_1):
         with tf.GradientTape() as tape:
-            params = network.dist_params(agent.spec, agent.variables, obs_1)
+            params = forward_pass.dist_params(agent.spec, agent.variables, obs_1)
             logp = distributions.log_prob(agent.spec, params, actions_1)
         return tape.gradient(logp, list(agent.variables.values()))
 

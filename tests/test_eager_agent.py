@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from eager.agent import ReinforceAgent, checked_gradients
-from eager import network
+from pgtwin.mode_agnostic import forward_pass
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.errors import DisconnectedGradientError
 from pgtwin_core.specs import PolicySpec
@@ -50,7 +50,7 @@ def test_checked_gradients_names_exactly_the_missing_variables(agent):
     with pytest.raises(DisconnectedGradientError) as err:
         checked_gradients(tape, partial, agent.variables)
     with tf.GradientTape() as tape:
-        params = network.dist_params(SPEC, agent.variables, tf.constant(OBS, tf.float32))
+        params = forward_pass.dist_params(SPEC, agent.variables, tf.constant(OBS, tf.float32))
         connected_loss = tf.reduce_sum(params)
     connected = checked_gradients(tape, connected_loss, agent.variables)
     assert err.value.variables == [n for n in agent.variables if n != "policy/head/kernel"]

@@ -1,6 +1,8 @@
-"""Log-probabilities and entropies from distribution parameters, as TF1 graph ops.
+"""Log-probabilities and entropies from distribution parameters, for both twins.
 
-Mirrors ``eager/distributions.py``. ``params`` are those of ``network.dist_params``.
+The same ops build a TF1 graph (``legacy_graph``) or run eagerly and inside ``tf.function``
+(``eager``). ``params`` are those of ``forward_pass.dist_params``: logits ``[B, action_size]``
+(categorical) or ``concat(mean, log_std)`` ``[B, 2 action_dim]`` (Gaussian), in the spec's dtype.
 """
 from __future__ import annotations
 

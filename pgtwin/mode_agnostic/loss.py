@@ -1,4 +1,4 @@
-"""The REINFORCE loss as a TF1 graph op. Mirrors ``eager/loss.py``."""
+"""The REINFORCE loss, for both twins: one op in a TF1 graph, eagerly or in a ``tf.function``."""
 from __future__ import annotations
 
 import tensorflow as tf
