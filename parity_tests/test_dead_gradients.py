@@ -1,9 +1,11 @@
 """Dead-gradient tests (trfl style): the data a loss is built from gets no gradient.
 
-Returns, the advantages made from them, the actions and the per-step weights are data: in
-both twins ``reinforce_loss`` must give them no gradient (TF1: ``tf.gradients`` is
-``[None]``; TF2: ``tape.gradient`` is None on the explicitly watched tensor), while every
-policy variable does get one.
+Returns, the advantages made from them, the actions and the per-step weights are data:
+``reinforce_loss`` must give them no gradient, while every policy variable does get one.
+The loss and the forward pass are one copy (``pgtwin.mode_agnostic``); what differs, and is
+checked here for each twin, is how the gradient is taken and what "no gradient" looks like
+there (TF1: ``tf.gradients`` is ``[None]``; TF2: ``tape.gradient`` is None on the explicitly
+watched tensor), over each twin's own variables (``get_variable`` and a ``tf.Module``).
 """
 from __future__ import annotations
 

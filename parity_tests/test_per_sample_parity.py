@@ -1,6 +1,14 @@
 """Twin vs twin: per-sample gradients (every method), squared norms, and every optimal
 baseline's gradient and weights after a few updates.
 
+The per-sample math itself is one copy (``pgtwin.mode_agnostic.per_sample``, checked against
+numpy in ``tests/test_mode_agnostic.py``); what these rows compare is what the twins do
+differently around it: how the gradients are taken (``tf.gradients`` in the graph, a
+``GradientTape`` in eager: the loop reference, pfor's one-sample gradient, the backward pass
+at the pre-activations), how the ops are run (Session callables and ``xla.compile`` against
+``tf.function(jit_compile=True)``, with bucket padding), and how the variables are held and
+updated (the baselines' Adam steps and their memory of earlier batches).
+
 Both twins get the same spec, weights and batch (``tests.per_sample_cases``). Rows go through
 ``pgtwin.parity.ladder`` so a failure prints each item's max abs and max relative error.
 Tolerances: float64 1e-9 relative; float32 1e-4 relative to each item's largest entry (a
