@@ -64,13 +64,6 @@ def layer_deltas(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
     return deltas_from_gradients(spec, params, log_probs, layers, grads)
 
 
-def analytic_gradients(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
-                       actions: tf.Tensor) -> list[tf.Tensor]:
-    """``[B, *shape]`` per-sample gradients from one backward pass, in ``spec.weight_shapes()``
-    order (``gradients_from_deltas`` of :func:`layer_deltas`)."""
-    return gradients_from_deltas(spec, layer_deltas(spec, w, obs, actions))
-
-
 def sq_norms(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
              actions: tf.Tensor) -> tf.Tensor:
     """``[B]`` squared norms of the per-sample gradients, by ghost norms (every torso)."""
@@ -100,7 +93,8 @@ class PerSampleGradients:
             bodies = {
                 "vectorized": lambda obs, actions: vectorized_gradients(
                     spec, read_weights(a.variables), obs, actions),
-                "analytic": lambda obs, actions: analytic_gradients(spec, a.variables, obs, actions),
+                "analytic": lambda obs, actions: gradients_from_deltas(
+                    spec, layer_deltas(spec, a.variables, obs, actions)),
                 "sq_norms": lambda obs, actions: sq_norms(spec, read_weights(a.variables), obs, actions),
             }
             self._fns[key] = tf.function(bodies[key], input_signature=[sig["obs"], sig["actions"]],
