@@ -4,7 +4,7 @@
                                        [--curve FILE.png] [-- TRAIN ARGS]
 
 Each run is ``pgtwin train --env CartPole-v1 --impl IMPL --seed S --json`` (the defaults of
-``pgtwin/train/env_defaults.py`` unless TRAIN ARGS override them) in a new Python process that imports
+``pgtwin/train/settings.py`` unless TRAIN ARGS override them) in a new Python process that imports
 TensorFlow first and then starts the clock: the time counted is the trainer's start-up
 (agent, envs, log files) plus training until the mean return of the last 100 episodes
 reaches 475 plus the end of the run (final checkpoint, learning curve), not Python's import of

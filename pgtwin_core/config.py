@@ -53,9 +53,7 @@ class ReinforceConfig:
     """Decay rho in [0, 1) of the earlier batches' sums in the episodic baselines
     (``optimal_scalar_episodic``, ``optimal_per_param``, ``optimal_time``): batch k - j
     counts rho^j (``pgtwin_core/baseline_memory.py``); 0 = this batch only. Unbiased either
-    way. 0.5 keeps a fixed policy's gradient variance within error of the mean baseline's
-    and trained CartPole in every run measured; 0.9 lowers that variance further but its
-    stale sums slowed training (docs/baselines.md, Decision 6)."""
+    way; docs/baselines.md (Decision 6) measures why the default is 0.5."""
     entropy_coef: float = 0.0
     """Weight of the entropy bonus subtracted from the loss (>= 0)."""
     max_grad_norm: float | None = None
@@ -73,8 +71,8 @@ class ReinforceConfig:
     twins' per-sample gradient functions (eager: the same; legacy: ``vectorized`` and
     ``analytic`` as one ``tf.xla.experimental.compile`` cluster each). Compiled per-sample
     functions get their rows padded to ``pgtwin_core.row_buckets`` sizes. The legacy twin's
-    update and ghost norms are not compiled (its Session runs them faster without).
-    Measured ~15 % off the eager update and 1.7-4x off per-sample gradients on CPU."""
+    update and ghost norms are not compiled (its Session runs them faster without;
+    docs/benchmarks.md measures both)."""
 
     def __post_init__(self) -> None:
         # Predicates, not comparisons evaluated here: a None or a string must give the

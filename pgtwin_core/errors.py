@@ -5,8 +5,9 @@ from __future__ import annotations
 class DisconnectedGradientError(RuntimeError):
     """A loss does not reach some trainable variables: their gradient would be None.
 
-    This is seed 000's bug made loud: log-probs turned into numpy during the rollout give a
-    loss with no path to the weights, so every gradient is None and nothing learns.
+    The usual cause: log-probs turned into numpy during the rollout give a loss with no
+    path to the weights, so every gradient is None and nothing learns (docs/migration.md,
+    "tf.gradients -> GradientTape").
     """
 
     def __init__(self, variables: list[str], what: str = "the loss"):

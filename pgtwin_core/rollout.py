@@ -54,7 +54,7 @@ class Batch:
     """A time-major rollout of T steps from N envs.
 
     Actions are those sampled (unclipped for Gaussian policies); ``log_probs`` are numpy
-    values for statistics only: they carry no gradient (seed 000's bug was to train on them).
+    values for statistics only: they carry no gradient (a loss built from them reaches no weight).
     """
 
     obs: np.ndarray

@@ -2,9 +2,9 @@
 
 XLA compiles a function once per input shape: fed every batch size as it comes (the
 episodic baselines feed the steps of the batch's complete episodes, a different count each
-update), it would compile on almost every call (~0.2 s for the CartPole MLP's per-sample
-gradients, 1-2 s for the LSTM's). Padding the rows up to a bucket bounds that to four
-compiles per octave of batch sizes, for at most 25 % more rows. The padded rows copy the
+update), it would compile on almost every call. Padding the rows up to a bucket bounds that
+to four compiles per octave of batch sizes, for at most a quarter more rows (docs/benchmarks.md,
+per-sample group). The padded rows copy the
 last real row, so they hold valid inputs (a finite log-probability), and each output row
 depends on its own input row only: slicing the first ``n`` rows off gives what the unpadded
 call would.

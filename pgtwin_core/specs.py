@@ -188,7 +188,7 @@ def spec_for_env(
 
     Discrete actions give a categorical policy (``Discrete(n, start=s)``: ``action_start = s``,
     so the env gets ``s + index``); a Box gives a Gaussian one whose mean is
-    squashed into the bounds (``sigmoid`` for ``[0, 1]`` boxes as in seed 003, else
+    squashed into the bounds (``sigmoid`` for ``[0, 1]`` boxes, else
     ``tanh``; ``none`` for unbounded boxes). The observation shape is taken as it is, so a
     history-window env (``[K, obs_dim]``) needs ``torso='lstm'``.
     """

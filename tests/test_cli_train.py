@@ -16,7 +16,7 @@ from pgtwin_core.envs import make_vec_env
 from pgtwin_core.specs import init_weights, spec_for_env
 from pgtwin.cli import main
 from pgtwin.cli.commands.train import add_parser, settings_from_args
-from pgtwin.train.env_defaults import defaults_for, for_episodic_baseline
+from pgtwin.train.settings import defaults_for, for_episodic_baseline
 from pgtwin.train.episode_log import read_episodes
 from pgtwin.train.plots import trailing_mean
 from pgtwin.train.run import load_weights
@@ -251,7 +251,7 @@ def test_resume_errors(tmp_path, capsys):
     assert exit_info.value.code == 2
     assert "--resume cannot change the run's settings" in err
     assert "impl (run: 'eager', given: 'graph')" in err
-    lr = defaults_for("CartPole-v1").learning_rate  # the run took the CartPole default
+    lr = defaults_for("CartPole-v1").config.learning_rate  # the run took the CartPole default
     assert f"config.learning_rate (run: {lr!r}, given: 0.5)" in err
 
 
@@ -278,5 +278,6 @@ def test_for_episodic_baseline_by_hand():
     assert for_episodic_baseline(row, None) is row  # no time limit known: unchanged
     assert for_episodic_baseline(row, 64) is row  # T = 128 already holds 2 x 64
     longer = for_episodic_baseline(row, 100)  # T = 200, N = 128 * 128 // 200 = 81
-    assert (longer.num_envs, longer.num_steps, longer.learning_rate) == (81, 200, row.learning_rate)
-    assert for_episodic_baseline(row, 10_000).num_envs == 1  # never below one env
+    assert (longer.config.num_envs, longer.config.num_steps, longer.config.learning_rate) == (
+        81, 200, row.config.learning_rate)
+    assert for_episodic_baseline(row, 10_000).config.num_envs == 1  # never below one env

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pgtwin.cli import main
-from pgtwin.train.env_defaults import defaults_for
+from pgtwin.train.settings import defaults_for
 from pgtwin.train.episode_log import read_episodes
 
 
@@ -21,7 +21,7 @@ def test_demo_runs_both_twins_and_their_runs_coincide(tmp_path, capsys):
     logdir = str(tmp_path / "demo")
     # The demo trains with the CartPole defaults: N x T env steps per update; budget 3 updates.
     row = defaults_for("CartPole-v1")
-    steps = 3 * row.num_envs * row.num_steps
+    steps = 3 * row.config.batch_size
     code = main(["demo", "--steps", str(steps), "--dtype", "float64", "--logdir", logdir,
                  "--json", "--no-progress"])
     out, err = capsys.readouterr()

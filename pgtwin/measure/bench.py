@@ -26,8 +26,8 @@ from typing import Any
 QUICK_OPTIONS = ("--benchmark-min-rounds=3", "--benchmark-max-time=0.1",
                  "--benchmark-warmup=off")
 """A few rounds per figure: rougher figures, but not a quick run. Every case still builds
-its agents and XLA-compiles its functions, which is most of the time: the whole quick run
-took 589 s on 2 cores (docs/benchmarks.md). ``QUICK_ESTIMATE`` is what the CLI says."""
+its agents and XLA-compiles its functions, which is most of the time (docs/benchmarks.md
+times the quick run). ``QUICK_ESTIMATE`` is what the CLI says."""
 QUICK_ESTIMATE = "about 10 minutes on 2 cores (589 s measured); -k EXPR runs a subset"
 FULL_OPTIONS = ("--benchmark-min-rounds=10", "--benchmark-max-time=1.0",
                 "--benchmark-warmup=on", "--benchmark-warmup-iterations=3")

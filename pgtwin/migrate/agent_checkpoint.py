@@ -41,20 +41,19 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
-import tensorflow as tf
 
 from eager.agent import ReinforceAgent as EagerAgent
 from legacy_graph.agent import ReinforceAgent as LegacyAgent
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.specs import PolicySpec, spec_for_env
 from pgtwin.migrate.checkpoint_prefix import refuse_existing, staged_prefix
+from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
 from pgtwin.migrate.keras_adam_state import adam_slots as keras_adam_slots
 from pgtwin.parity.ladder import ParityReport, compare_arrays
 from pgtwin.parity.parity_rows import DEFAULT_TOLERANCES
 from pgtwin.migrate.tf1_checkpoint import (  # noqa: F401  (read_tf1_checkpoint: public here too)
     adam_pair, adam_step_count, power_key, read_tf1_checkpoint, slot_parents)
 
-OPTIMIZER_STATES = ("auto", "convert", "reset")
 _DENSE = re.compile(r"^policy/dense_(\d+)/(kernel|bias)$")
 
 
@@ -235,8 +234,6 @@ def infer_spec(policy: dict[str, np.ndarray], src: str, env_id: str | None = Non
 def _spec_from_env(env_id: str, inferred: PolicySpec) -> PolicySpec:
     """``inferred``'s torso and sizes on ``env_id``'s spaces (bounds and squash from the env)."""
     import gymnasium
-
-    import pgtwin_core  # noqa: F401  (registers BatteryArbitrage-v0)
 
     env = gymnasium.make(env_id)
     try:

@@ -60,6 +60,7 @@ from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.optimizer_config import keras_optimizer
 from pgtwin.parity.parity_rows import output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
+from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
 from pgtwin.migrate.tf1_checkpoint import (
     adam_pair, adam_step_count, checkpoint_prefix, power_key, read_tf1_checkpoint, slot_parents)
 from pgtwin.parity.tf1_side import TF1Side, variable_name
@@ -68,15 +69,14 @@ from pgtwin.parity.variable_mapping import VariableInfo, VariableMapping, infer_
 
 tf1 = tf.compat.v1
 
-OPTIMIZER_STATES = ("auto", "convert", "reset")
 _APPLY_ADAM = {"ApplyAdam", "ResourceApplyAdam"}
 _PASS_THROUGH = {"Identity", "ReadVariableOp", "Enter"}
 _VARIABLE_OPS = {"VariableV2", "Variable", "VarHandleOp"}
 #: ``(rtol, atol)`` of the one-step check, on the *step* (weights after - before), by dtype.
 #: Keras 3 computes Adam's bias corrections from betas rounded to float32 (``ops.cast`` of
 #: a Python float), TF1 from its stored powers, which it keeps in float32 even in a float64
-#: graph, so even in float64 their steps part (7e-6 relative measured at t = 2 with betas
-#: 0.9/0.999; docs/migration.md, "Checkpoints into your own model"). A wrong step
+#: graph, so even in float64 their steps part (by ~1e-5 relative at small t; docs/migration.md,
+#: "Checkpoints into your own model", has the measurement). A wrong step
 #: count changes the step by more than 1e-4 while t < ~70; past that it hardly matters,
 #: and ``optimizer.iterations`` is checked exactly anyway. atol: the float's rounding of
 #: weights near 1.

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from pgtwin.parity.initialisation import initial_value_row
+from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.loss_hints import ratio_hint, softmax_hint
 from pgtwin.parity.optimizer_config import (FLOAT32_ROUNDING, keras_optimizer, optimizer_rows,
@@ -35,7 +35,6 @@ from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 from pgtwin.parity.variable_mapping import VariableMapping, infer_mapping
 
-INIT_MODES = ("warn", "fail", "off")
 INIT_DRAWS = 5
 
 

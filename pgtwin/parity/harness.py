@@ -12,8 +12,8 @@ both from the same numpy weights and on the same numpy inputs, and climbs the la
 * ``outputs``: every extra entry both functions return (logits, log-probs ...);
 * ``loss``;
 * ``gradients``: per variable; a ``None`` gradient on one side is reported with the
-  semantics of :class:`pgtwin_core.errors.DisconnectedGradientError` (seed 000's bug: a loss
-  built from numpy log-probs has no path to the weights);
+  semantics of :class:`pgtwin_core.errors.DisconnectedGradientError` (a loss built from
+  numpy log-probs has no path to the weights);
 * ``weights``: the optimizers' hyperparameters (TF1 Adam's epsilon is 1e-8, Keras' 1e-7),
   then every variable after each of ``steps`` optimizer steps on the same inputs (the rows
   of the first step where the two part, else of the last step).

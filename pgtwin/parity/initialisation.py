@@ -26,6 +26,9 @@ import numpy as np
 
 from pgtwin.parity.ladder import Row
 
+INIT_MODES = ("warn", "fail", "off")
+"""What a differing initial value does: a warning row, a failing row, or no rung."""
+
 ALPHA = 1e-3
 
 

@@ -62,7 +62,7 @@ def _probabilities(x: np.ndarray) -> bool:
 
 def gradient_rows(a: Mapping[str, np.ndarray | None], b: Mapping[str, np.ndarray | None],
                   rtol: float, atol: float, ctx: str) -> list[Row]:
-    """Per variable (both keyed by TF1 name); None on one side fails as seed 000's bug.
+    """Per variable (both keyed by TF1 name); None on one side only fails.
 
     A gradient None on one side only is :class:`DisconnectedGradientError`'s diagnosis: a
     loss built from numpy values (log-probs stored during the rollout) has no path to the

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.config import DTYPES, ReinforceConfig
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.loop import iterate_training
 from pgtwin_core.rollout import Batch, collect
@@ -41,7 +41,6 @@ from pgtwin_core.specs import PolicySpec, init_weights, spec_for_env
 from pgtwin.parity.ladder import TWIN_RUNGS, ParityReport, Row, compare_arrays, errors
 from pgtwin.twins import agent_class
 
-DTYPES = ("float32", "float64")
 RTOL = {"float64": 1e-9, "float32": 1e-4}
 """Max relative error allowed at rungs 2-5 (per element)."""
 TRAINING_ATOL_FLOAT64 = 1e-8

@@ -18,7 +18,6 @@ Run as a module for one worker of a multi-worker job (see docs/scaling.md)::
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
@@ -28,11 +27,12 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.config import DTYPES, OPTIMIZERS, ReinforceConfig
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.parallel_rollout import COLLECTIONS, ReplicaCollector
 from pgtwin_core.rollout import Batch, RolloutState
 from pgtwin_core.specs import spec_for_env
+from pgtwin.train.settings import RunSettings, WORKER_OVERRIDES, worker_config
 
 STRATEGIES = ("mirrored", "multi-worker")
 
@@ -254,10 +254,15 @@ class DistributedResult:
         }
 
 
+_TABLE = RunSettings(env_id="", impl="eager", config=ReinforceConfig(), logdir="")
+"""The settings table's defaults (``pgtwin.train.settings``), read by ``train_distributed``."""
+
+
 def train_distributed(
     env_id: str, strategy, updates: int, seed: int = 0,
-    config: ReinforceConfig = ReinforceConfig(), torso: str = "mlp",
-    hidden: tuple[int, ...] = (64, 64), history: int = 1, vectorization: str = "auto",
+    config: ReinforceConfig = ReinforceConfig(), torso: str = _TABLE.torso,
+    hidden: tuple[int, ...] = _TABLE.hidden, history: int = _TABLE.history,
+    vectorization: str = "auto",
     weights: dict[str, np.ndarray] | None = None, collection: str = "parallel",
 ) -> DistributedResult:
     """Train the eager twin for ``updates`` updates under ``strategy`` (see the module doc).
@@ -297,77 +302,6 @@ def train_distributed(
     return result
 
 
-DEFAULT_WORKER_TIMEOUT = 60.0
-"""Seconds after which a lost worker ends the others (``--worker-timeout``)."""
-
-
-def run_train_command(args, parser, settings, resume: bool) -> int:
-    """``pgtwin train --strategy mirrored|multi-worker``: the eager twin under ``tf.distribute``.
-
-    Takes the env, hyperparameters, seed, torso and env-step budget from ``settings`` (a
-    ``pgtwin.train.run.RunSettings``, already resolved from the arguments and per-env
-    defaults); ``config.num_envs`` is per replica. Runs ``pgtwin.train.distributed_run`` (the
-    single-process run's files, sharded checkpoints, ``--resume``); a resumed run takes
-    its strategy from the run's ``cluster.json`` unless given. Exit status 1 with a message
-    (and the ``--resume`` command) when a worker is lost or the run cannot go on.
-    """
-    from pgtwin.train import distributed_run
-    from pgtwin.train.run import TrainingError
-    from pgtwin.train.worker_health import WorkerLostError
-
-    strategy_name = getattr(args, "strategy", None)
-    cpu_replicas = getattr(args, "cpu_replicas", None)
-    if resume and distributed_run.is_distributed_run(settings.logdir):
-        saved = distributed_run.read_cluster(settings.logdir)
-        if strategy_name not in (None, saved.strategy):
-            parser.error(f"--resume: {settings.logdir} was trained with --strategy "
-                         f"{saved.strategy}, not {strategy_name}")
-        strategy_name = saved.strategy
-        cpu_replicas = saved.cpu_replicas if cpu_replicas is None else cpu_replicas
-    elif resume:
-        parser.error(f"--resume --strategy: {settings.logdir} holds no distributed run (no "
-                     f"{distributed_run.CLUSTER}); resume it without --strategy")
-    if not strategy_name:
-        parser.error("--cpu-replicas needs --strategy mirrored or multi-worker")
-    if settings.impl != "eager":
-        parser.error(f"--strategy needs --impl eager (tf.distribute trains the eager twin), "
-                     f"got --impl {settings.impl}")
-    if strategy_name == "multi-worker":
-        try:
-            check_tf_config(os.environ.get("TF_CONFIG"))
-        except ValueError as err:
-            parser.error(str(err))
-    if strategy_name == "multi-worker" and not resume and args.logdir is None:
-        parser.error("--strategy multi-worker needs --logdir (the same directory, on a "
-                     "filesystem every worker sees, for every worker)")
-    timeout = getattr(args, "worker_timeout", None) or DEFAULT_WORKER_TIMEOUT
-    try:
-        strategy = make_strategy(strategy_name, cpu_replicas=cpu_replicas,
-                                 worker_timeout=timeout)
-        result = distributed_run.train_under_strategy(
-            settings, strategy, strategy_name, resume=resume,
-            collection=getattr(args, "collection", None) or "parallel",
-            cpu_replicas=cpu_replicas)
-    except (TrainingError, WorkerLostError) as err:
-        print(f"pgtwin train: error: {err}", file=sys.stderr, flush=True)
-        if strategy_name == "multi-worker":
-            # TF's collective runtime may block interpreter shutdown once a peer is gone;
-            # the files are closed and the message is out, so leave now (bounded exit).
-            sys.stdout.flush()
-            os._exit(1)
-        return 1
-    except ValueError as err:
-        parser.error(str(err))
-    summary = {**result.summary(), "strategy": strategy_name,
-               "num_replicas": int(strategy.num_replicas_in_sync)}
-    if getattr(args, "json", False):
-        print(json.dumps(summary), flush=True)
-    else:
-        from pgtwin.cli.commands.train import human_summary
-        print(human_summary(result), flush=True)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     """One process (worker) of a distributed run; prints a JSON summary as the last line."""
     parser = argparse.ArgumentParser(
@@ -377,12 +311,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--updates", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--num-envs", type=int, default=8, help="envs per replica")
-    parser.add_argument("--num-steps", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=1e-2)
-    parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    parser.add_argument("--baseline", default="none")
-    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    parser.add_argument("--num-envs", type=int, default=None,
+                        help=f"envs per replica (default {WORKER_OVERRIDES['num_envs']})")
+    parser.add_argument("--num-steps", type=int, default=None,
+                        help=f"rollout length T (default {WORKER_OVERRIDES['num_steps']})")
+    parser.add_argument("--learning-rate", type=float, default=None)
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default=None)
+    parser.add_argument("--baseline", default=None)
+    parser.add_argument("--dtype", choices=DTYPES, default=None)
     parser.add_argument("--cpu-replicas", type=int, default=None,
                         help="split this process's CPU into N logical devices (one replica each)")
     parser.add_argument("--vectorization", choices=("auto", "vector", "sync", "async"),
@@ -393,9 +329,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the final weights (by canonical name) to this .npz")
     args = parser.parse_args(argv)
     try:
-        config = ReinforceConfig(num_envs=args.num_envs, num_steps=args.num_steps,
-                                 learning_rate=args.learning_rate, optimizer=args.optimizer,
-                                 baseline=args.baseline, dtype=args.dtype)
+        config = worker_config({k: v for k, v in (
+            ("num_envs", args.num_envs), ("num_steps", args.num_steps),
+            ("learning_rate", args.learning_rate), ("optimizer", args.optimizer),
+            ("baseline", args.baseline), ("dtype", args.dtype)) if v is not None})
         strategy = make_strategy(args.strategy, cpu_replicas=args.cpu_replicas)
         result = train_distributed(args.env, strategy, args.updates, seed=args.seed,
                                    config=config, vectorization=args.vectorization,

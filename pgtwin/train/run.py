@@ -31,7 +31,6 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.loop import iterate_training
 from pgtwin_core.specs import spec_for_env
@@ -40,80 +39,12 @@ from pgtwin.train.episode_log import EpisodeLog, finished_episodes, read_episode
 from pgtwin.train.plots import Curve, save_learning_curves
 from pgtwin.train.run_lock import RunLock, RunLockError
 from pgtwin.train.run_storage import StorageError, prepare_logdir, writing
-from pgtwin.train.skipped_updates import MAX_CONSECUTIVE_SKIPS, first_skip_message, stall_message
+from pgtwin.train.settings import RunSettings
+from pgtwin.train.skipped_updates import first_skip_message, stall_message
 from pgtwin.twins import agent_class
-
-RESUMABLE = ("total_steps", "stop_at_threshold", "checkpoint_every", "keep_checkpoints",
-             "progress", "tensorboard", "logdir", "max_consecutive_skips")
-"""Settings a resumed run may change; every other one must equal the checkpoint's."""
-
 
 class TrainingError(RuntimeError):
     """The run cannot start, resume or continue; the message says why and what is intact."""
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """Everything that defines a run."""
-
-    env_id: str
-    """A registered gymnasium id."""
-    impl: str
-    """Twin: ``graph`` or ``eager``."""
-    config: ReinforceConfig
-    """Hyperparameters of the updates (and num_envs, num_steps, dtype)."""
-    logdir: str
-    """Where the run's files go (see the module docstring)."""
-    env_module: str | None = None
-    """A module imported before the env is made (it registers ``env_id``)."""
-    seed: int = 0
-    """Seeds the initial weights, the envs (env i: seed + i) and action sampling."""
-    total_steps: int = 100_000
-    """Env-step budget."""
-    torso: str = "mlp"
-    """``mlp`` or ``lstm``."""
-    hidden: tuple[int, ...] = (64, 64)
-    """Hidden sizes."""
-    history: int = 1
-    """Observation window K (``lstm`` needs K >= 1 windows; ``mlp`` uses 1)."""
-    checkpoint_every: int = 25
-    """Updates between checkpoints; 0 writes none (the final one included)."""
-    keep_checkpoints: int = 2
-    """Complete checkpoints kept (>= 1); the newest is only pruned by a newer complete one."""
-    stop_at_threshold: bool = True
-    """Stop when the window mean reaches the env's reward_threshold."""
-    solve_window: int = 100
-    """Finished episodes the stopping mean is over."""
-    deterministic: bool = False
-    """Deterministic TF ops, and an env that must be snapshotted (bit-exact resume)."""
-    progress: bool | None = None
-    """Show the tqdm bar: True, False, or None (only on a terminal)."""
-    tensorboard: bool = True
-    """Write TensorBoard scalars."""
-    max_consecutive_skips: int = MAX_CONSECUTIVE_SKIPS
-    """Stop with an error after this many skipped updates in a row (non-finite loss or
-    gradient, or no complete episode; ``pgtwin.train.skipped_updates``); 0 never stops."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready settings (``config`` as a dict)."""
-        doc = dataclasses.asdict(self)
-        doc["hidden"] = list(self.hidden)
-        return doc
-
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> "RunSettings":
-        """Inverse of :meth:`to_dict`."""
-        doc = dict(doc)
-        # A run saved before ReinforceConfig.baseline_memory existed was batch-only (0).
-        doc["config"] = ReinforceConfig(**{"baseline_memory": 0.0, **doc["config"]})
-        doc["hidden"] = tuple(doc["hidden"])
-        return cls(**doc)
-
-    def fixed(self) -> dict[str, Any]:
-        """The settings a resume must not change, the config's as ``config.<field>``."""
-        doc = {k: v for k, v in self.to_dict().items() if k not in RESUMABLE}
-        doc.update({f"config.{k}": v for k, v in doc.pop("config").items()})
-        return doc
 
 
 @dataclass(frozen=True)

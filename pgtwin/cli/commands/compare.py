@@ -13,8 +13,9 @@ import argparse
 import os
 import sys
 
-DTYPES = ("float32", "float64")
-INIT_MODES = ("warn", "fail", "off")
+from pgtwin_core.config import DTYPES
+from pgtwin.cli.argument_types import non_negative_int
+from pgtwin.parity.initialisation import INIT_MODES
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -31,7 +32,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="function returning a pgtwin.parity.programs.TF2Program")
     p.add_argument("--inputs", required=True, metavar="BATCH.npz",
                    help="numpy arrays keyed like the TF1 feeds (one batch)")
-    p.add_argument("--steps", type=_non_negative, default=3,
+    p.add_argument("--steps", type=non_negative_int, default=3,
                    help="train steps before the weights rung (default 3; 0: none)")
     p.add_argument("--dtype", choices=DTYPES, default=None,
                    help="passed to factories that take a dtype argument (default: theirs)")
@@ -46,13 +47,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help='print {"ok", "summary", "mapping", "rows": [...]} instead of a table')
     p.set_defaults(run=run)
     return p
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def _name_map(pairs: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:

@@ -12,6 +12,10 @@ import argparse
 import json
 import sys
 
+from pgtwin_core.config import DTYPES, OPTIMIZERS
+from pgtwin_core.specs import ACTIVATIONS
+from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``convert-checkpoint`` and its options."""
@@ -35,7 +39,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--inputs", default=None, metavar="BATCH.npz",
                    help="with --tf2: one batch, keyed like the TF1 feeds, to build the model "
                         "and compare the outputs on")
-    p.add_argument("--dtype", choices=("float32", "float64"), default=None,
+    p.add_argument("--dtype", choices=DTYPES, default=None,
                    help="with --tf2: dtype= for the factories (default: the checkpoint's)")
     p.add_argument("--map", action="append", default=[], metavar="OLD=NEW",
                    help="rename a TF1 variable (actor/fc1/W=policy/dense_0/kernel) or a scope "
@@ -46,13 +50,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--env", default=None, metavar="ENV_ID",
                    help="take observation and action spaces (Gaussian bounds, squash) from this "
                         "gymnasium env and check them against the shapes")
-    p.add_argument("--activation", choices=("tanh", "relu"), default="tanh",
+    p.add_argument("--activation", choices=ACTIVATIONS, default="tanh",
                    help="hidden activation (not stored in checkpoints; default tanh)")
     p.add_argument("--history", type=int, default=1, metavar="K",
                    help="observation window of an lstm policy (not stored in checkpoints; default 1)")
-    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam",
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
                    help="optimizer of the eager agent that will restore DST (default adam)")
-    p.add_argument("--optimizer-state", choices=("auto", "convert", "reset"), default="auto",
+    p.add_argument("--optimizer-state", choices=OPTIMIZER_STATES, default="auto",
                    help="auto: convert Adam's state if SRC has it, else start fresh; convert: "
                         "require it; reset: drop it (default auto)")
     p.add_argument("--learning-rate", type=float, default=None,

@@ -24,19 +24,20 @@ import time
 
 import numpy as np
 
+from pgtwin_core.config import DTYPES
+from pgtwin.cli.argument_types import non_negative_int, positive_int
+
 HELP = "train CartPole-v1 with both twins from one seed; parity, curves and timing"
 ENV_ID = "CartPole-v1"
 
 
 def add_parser(subparsers):
     """Register ``pgtwin demo``."""
-    from pgtwin.cli.commands.train import non_negative_int, positive_int
-
     p = subparsers.add_parser("demo", help=HELP, description=HELP)
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of both runs")
     p.add_argument("--steps", type=positive_int, default=300_000,
                    help="env-step budget per twin (default 300000)")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float64",
+    p.add_argument("--dtype", choices=DTYPES, default="float64",
                    help="float64 (default: the twins' runs coincide) or float32")
     p.add_argument("--logdir", default=None, help="default runs/demo__TIME")
     p.add_argument("--overwrite", action="store_true",
@@ -51,13 +52,12 @@ def add_parser(subparsers):
 
 def run(args, parser) -> int:
     """Run the demo; 0 when the ladder passes, 1 otherwise."""
-    from pgtwin_core.config import ReinforceConfig
-    from pgtwin.train.env_defaults import defaults_for
+    from pgtwin.cli.tensorflow_startup import import_tensorflow
+    from pgtwin.parity.twin_parity import run_ladder
     from pgtwin.train.episode_log import read_episodes
     from pgtwin.train.plots import Curve, save_learning_curves
-    from pgtwin.cli.tensorflow_startup import import_tensorflow
-    from pgtwin.train.run import RunSettings, TrainingError, train
-    from pgtwin.parity.twin_parity import run_ladder
+    from pgtwin.train.run import TrainingError, train
+    from pgtwin.train.settings import resolve
 
     logdir = args.logdir or os.path.join("runs", f"demo__{time.strftime('%Y%m%d-%H%M%S')}")
     parser = getattr(args, "command_parser", parser)
@@ -75,16 +75,15 @@ def run(args, parser) -> int:
         say("  " + line)
     say("  " + ladder.summary())
 
-    row = defaults_for(ENV_ID)
-    config = ReinforceConfig(gamma=row.gamma, learning_rate=row.learning_rate,
-                             num_envs=row.num_envs, num_steps=row.num_steps, dtype=args.dtype)
     results = {}
-    for k, impl in enumerate(("graph", "eager")):
+    for impl in ("graph", "eager"):
+        settings = resolve(ENV_ID, {"impl": impl, "dtype": args.dtype, "seed": args.seed,
+                                    "total_steps": args.steps, "checkpoint_every": 0,
+                                    "progress": args.progress,
+                                    "logdir": os.path.join(logdir, impl)})
+        config = settings.config
         say(f"[2/3] training the {impl} twin ({config.num_envs} envs x {config.num_steps} "
             f"steps, Adam lr {config.learning_rate:g}, up to {args.steps} env steps)")
-        settings = RunSettings(ENV_ID, impl, config, os.path.join(logdir, impl), seed=args.seed,
-                               total_steps=args.steps, hidden=row.hidden, checkpoint_every=0,
-                               progress=args.progress)
         try:
             results[impl] = train(settings, say=say)
         except TrainingError as err:

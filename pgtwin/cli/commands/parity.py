@@ -9,7 +9,7 @@ import json
 import sys
 import time
 
-DTYPES = ("float32", "float64")
+from pgtwin_core.config import DTYPES
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

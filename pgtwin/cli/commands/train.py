@@ -1,91 +1,27 @@
 """``pgtwin train``: train one twin on one env, with logs, checkpoints and ``--resume``.
 
-Hyperparameters not given on the command line come from ``pgtwin.train.env_defaults`` (per env);
+Hyperparameters not given on the command line come from ``pgtwin.train.settings`` (the table and its per-env overrides);
 on ``--resume`` they come from the run being resumed, and only the budget, stopping and
 checkpointing options may change. See docs/cli.md.
 """
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import sys
-import time
 
-from pgtwin_core.baselines import EPISODIC
-from pgtwin_core.config import BASELINES, DTYPES, OPTIMIZERS, ReinforceConfig
-from pgtwin.train.env_defaults import for_episodic_baseline
+from pgtwin_core.config import BASELINES, DTYPES, OPTIMIZERS
+from pgtwin_core.parallel_rollout import COLLECTIONS
+from pgtwin_core.specs import TORSOS
+from pgtwin.cli.argument_types import (finite_number, hidden_sizes, non_negative_float,
+                                       non_negative_int, positive_float, positive_int,
+                                       unit_interval)
+from pgtwin.train.distributed import STRATEGIES
 from pgtwin.train.skipped_updates import MAX_CONSECUTIVE_SKIPS
 from pgtwin.twins import IMPLS
 
 HELP = "train one twin on one env (progress bar, TensorBoard, CSV, PNG, checkpoints)"
-
-
-# ---------------------------------------------------------------- argument types
-def int_at_least(low: int):
-    """An argparse type: an integer >= ``low``."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"must be an integer >= {low}, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
-        return value
-    parse.__name__ = f"integer >= {low}"  # argparse names the type in some messages
-    return parse
-
-
-positive_int = int_at_least(1)
-non_negative_int = int_at_least(0)
-
-
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
-
-
-def unit_interval(text: str) -> float:
-    """A number in [0, 1] (argparse type, for gamma)."""
-    value = _number(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value:g}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0 (argparse type)."""
-    value = _number(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value:g}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    """A finite number >= 0 (argparse type)."""
-    value = _number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value:g}")
-    return value
-
-
-def hidden_sizes(text: str) -> tuple[int, ...]:
-    """Comma-separated layer sizes, e.g. ``64,64`` (argparse type)."""
-    try:
-        sizes = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be comma-separated integers like 64,64, got {text!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be >= 1, got {text!r}")
-    return sizes
 
 
 # ---------------------------------------------------------------- parser
@@ -93,7 +29,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """The seed, budget and hyperparameter options (all default to None: per-env defaults)."""
     p.add_argument("--seed", type=non_negative_int, default=None, help="run seed (default 0)")
     p.add_argument("--steps", type=positive_int, default=None,
-                   help="env-step budget (default: per env, see pgtwin/train/env_defaults.py)")
+                   help="env-step budget (default: per env, see pgtwin/train/settings.py)")
     p.add_argument("--num-envs", type=positive_int, default=None, help="parallel envs N")
     p.add_argument("--num-steps", type=positive_int, default=None,
                    help="rollout length T per update")
@@ -101,7 +37,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=unit_interval, default=None, help="discount in [0, 1]")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default adam")
     p.add_argument("--baseline", choices=BASELINES, default=None, help="default none")
-    p.add_argument("--baseline-memory", type=_number, default=None, metavar="RHO",
+    p.add_argument("--baseline-memory", type=finite_number, default=None, metavar="RHO",
                    help="decay in [0, 1) of earlier batches' sums in the episodic baselines "
                         "(default 0.5; 0: this batch only)")
     p.add_argument("--normalize-returns", action=argparse.BooleanOptionalAction, default=None,
@@ -109,7 +45,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--entropy-coef", type=non_negative_float, default=None)
     p.add_argument("--max-grad-norm", type=positive_float, default=None)
     p.add_argument("--dtype", choices=DTYPES, default=None, help="default float32")
-    p.add_argument("--torso", choices=("mlp", "lstm"), default=None, help="default mlp")
+    p.add_argument("--torso", choices=TORSOS, default=None, help="default mlp")
     p.add_argument("--hidden", type=hidden_sizes, default=None, help="e.g. 64,64")
     p.add_argument("--history", type=positive_int, default=None,
                    help="observation window K for --torso lstm")
@@ -151,14 +87,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="write TensorBoard scalars under LOGDIR/tb (default on)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON summary as the last line of stdout")
-    p.add_argument("--strategy", choices=("mirrored", "multi-worker"), default=None,
+    p.add_argument("--strategy", choices=STRATEGIES, default=None,
                    help="train the eager twin under tf.distribute (see docs/scaling.md)")
     p.add_argument("--cpu-replicas", type=positive_int, default=None,
                    help="with --strategy: split this process's CPU into N devices, a replica each")
     p.add_argument("--worker-timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="with --strategy multi-worker: a lost or stuck worker ends the others "
                         "within about this time (default 60)")
-    p.add_argument("--collection", choices=("parallel", "sequential"), default=None,
+    p.add_argument("--collection", choices=COLLECTIONS, default=None,
                    help="with --strategy: the local replicas collect in a thread each "
                         "(default) or one after another")
     p.set_defaults(run=run, command_parser=p)
@@ -166,63 +102,34 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------- settings
-def _safe(env_id: str) -> str:
-    return env_id.replace(":", "_").replace("/", "_")
+#: Options by the ``RunSettings`` / ``ReinforceConfig`` field they set.
+GIVEN = {"seed": "seed", "steps": "total_steps", "num_envs": "num_envs",
+         "num_steps": "num_steps", "lr": "learning_rate", "gamma": "gamma",
+         "optimizer": "optimizer", "baseline": "baseline", "baseline_memory": "baseline_memory",
+         "normalize_returns": "normalize_returns", "entropy_coef": "entropy_coef",
+         "max_grad_norm": "max_grad_norm", "dtype": "dtype", "torso": "torso",
+         "hidden": "hidden", "history": "history", "impl": "impl",
+         "solve_window": "solve_window", "checkpoint_every": "checkpoint_every",
+         "keep_checkpoints": "keep_checkpoints",
+         "max_consecutive_skips": "max_consecutive_skips", "logdir": "logdir"}
 
 
-def default_logdir(env_id: str, impl: str, seed: int) -> str:
-    """``runs/ENV__IMPL__sSEED__YYYYmmdd-HHMMSS``."""
-    return os.path.join("runs", f"{_safe(env_id)}__{impl}__s{seed}__"
-                                f"{time.strftime('%Y%m%d-%H%M%S')}")
-
-
-def newest_logdir(env_id: str, impl: str, seed: int) -> str | None:
-    """The newest ``runs/ENV__IMPL__sSEED__*`` directory, if any."""
-    found = sorted(glob.glob(os.path.join("runs", f"{_safe(env_id)}__{impl}__s{seed}__*")))
-    return found[-1] if found else None
-
-
-def max_episode_steps(env_id: str | None) -> int | None:
-    """The registered time limit of ``env_id`` (``module:Id`` looks up ``Id``), else None.
-
-    An id whose module is not imported yet is not registered: None (its rollout length is
-    left as given; batches without a complete episode are skipped).
-    """
-    import gymnasium
-
-    if env_id is None:
-        return None
-    try:
-        return gymnasium.spec(env_id.rsplit(":", 1)[-1]).max_episode_steps
-    except gymnasium.error.Error:  # not registered (yet)
-        return None
-
-
-def config_from_args(args, base: ReinforceConfig | None, row) -> ReinforceConfig:
-    """The run's ``ReinforceConfig``: arguments over ``base`` (a resumed run's) or ``row``."""
-    given = {
-        "num_envs": args.num_envs, "num_steps": args.num_steps, "learning_rate": args.lr,
-        "gamma": args.gamma, "optimizer": args.optimizer, "baseline": args.baseline,
-        "baseline_memory": args.baseline_memory,
-        "normalize_returns": args.normalize_returns, "entropy_coef": args.entropy_coef,
-        "max_grad_norm": args.max_grad_norm, "dtype": args.dtype,
-    }
-    given = {k: v for k, v in given.items() if v is not None}
-    if (base is None and given.get("baseline", row.baseline) in EPISODIC
-            and args.num_steps is None and args.num_envs is None):
-        row = for_episodic_baseline(row, max_episode_steps(args.env))
-    if base is None:
-        base = ReinforceConfig(
-            gamma=row.gamma, learning_rate=row.learning_rate, normalize_returns=row.normalize_returns,
-            baseline=row.baseline, entropy_coef=row.entropy_coef, max_grad_norm=row.max_grad_norm,
-            num_envs=row.num_envs, num_steps=row.num_steps)
-    return base.replace(**given)
+def given_values(args) -> dict:
+    """The settings the command line gave, by field name (options left out are absent)."""
+    given = {field: getattr(args, option) for option, field in GIVEN.items()
+             if getattr(args, option) is not None}
+    if args.no_stop:
+        given["stop_at_threshold"] = False
+    if args.deterministic:
+        given["deterministic"] = True
+    given["progress"], given["tensorboard"] = args.progress, args.tensorboard
+    return given
 
 
 def settings_from_args(args, parser):
     """``(RunSettings, resume)`` from parsed arguments; argument errors exit via ``parser``."""
-    from pgtwin.train.env_defaults import defaults_for
-    from pgtwin.train.run import RunSettings, TrainingError, load_settings
+    from pgtwin.train.run import TrainingError, load_settings
+    from pgtwin.train.settings import newest_logdir, resolve
 
     saved, logdir = None, args.logdir
     if args.resume:
@@ -249,32 +156,14 @@ def settings_from_args(args, parser):
         env_module, env_id = env_id.rsplit(":", 1)
     if saved is not None:
         env_id, env_module = env_id or saved.env_id, env_module or saved.env_module
-    row = defaults_for(env_id)
-    base = saved or RunSettings(env_id=env_id, impl="eager", config=ReinforceConfig(),
-                                logdir="", total_steps=row.total_steps, hidden=row.hidden,
-                                checkpoint_every=row.checkpoint_every)
-    torso = args.torso or base.torso
+    torso = args.torso or (saved.torso if saved else "mlp")
     if args.history is not None and torso != "lstm":
         parser.error(f"--history {args.history} needs --torso lstm (the mlp sees one observation)")
-    history = args.history or (base.history if saved else (row.history if torso == "lstm" else 1))
-    impl = args.impl or base.impl
-    seed = base.seed if args.seed is None else args.seed
+    given = {**given_values(args), "env_module": env_module}
+    if logdir is not None:
+        given["logdir"] = logdir
     try:
-        config = config_from_args(args, saved.config if saved else None, row)
-        settings = RunSettings(
-            env_id=env_id, env_module=env_module, impl=impl, config=config, seed=seed,
-            logdir=logdir or default_logdir(env_id, impl, seed),
-            total_steps=args.steps or base.total_steps, torso=torso,
-            hidden=args.hidden or base.hidden, history=history,
-            checkpoint_every=(base.checkpoint_every if args.checkpoint_every is None
-                              else args.checkpoint_every),
-            keep_checkpoints=args.keep_checkpoints or base.keep_checkpoints,
-            stop_at_threshold=False if args.no_stop else (base.stop_at_threshold if saved else True),
-            solve_window=args.solve_window or base.solve_window,
-            deterministic=args.deterministic or base.deterministic,
-            max_consecutive_skips=(base.max_consecutive_skips if args.max_consecutive_skips is None
-                                   else args.max_consecutive_skips),
-            progress=args.progress, tensorboard=args.tensorboard)
+        settings = resolve(env_id, given, saved)
     except ValueError as err:
         parser.error(str(err))
     if saved is not None:
@@ -312,8 +201,7 @@ def run(args, parser) -> int:
 
     if (getattr(args, "strategy", None) or getattr(args, "cpu_replicas", None)
             or (resume and is_distributed_run(settings.logdir))):
-        from pgtwin.train.distributed import run_train_command
-        return run_train_command(args, parser, settings, resume)
+        return run_under_strategy(args, parser, settings, resume)
     try:
         result = train(settings, resume=resume)
     except TrainingError as err:
@@ -329,6 +217,77 @@ def run(args, parser) -> int:
         print(json.dumps(result.summary()))
     else:
         print(human_summary(result))
+    return 0
+
+
+DEFAULT_WORKER_TIMEOUT = 60.0
+"""Seconds after which a lost worker ends the others (``--worker-timeout``)."""
+
+
+def run_under_strategy(args, parser, settings, resume: bool) -> int:
+    """``pgtwin train --strategy mirrored|multi-worker``: the eager twin under ``tf.distribute``.
+
+    Takes the env, hyperparameters, seed, torso and env-step budget from ``settings`` (a
+    ``pgtwin.train.run.RunSettings``, already resolved from the arguments and per-env
+    defaults); ``config.num_envs`` is per replica. Runs ``pgtwin.train.distributed_run`` (the
+    single-process run's files, sharded checkpoints, ``--resume``); a resumed run takes
+    its strategy from the run's ``cluster.json`` unless given. Exit status 1 with a message
+    (and the ``--resume`` command) when a worker is lost or the run cannot go on.
+    """
+    from pgtwin.train import distributed_run
+    from pgtwin.train.distributed import check_tf_config, make_strategy
+    from pgtwin.train.run import TrainingError
+    from pgtwin.train.worker_health import WorkerLostError
+
+    strategy_name = getattr(args, "strategy", None)
+    cpu_replicas = getattr(args, "cpu_replicas", None)
+    if resume and distributed_run.is_distributed_run(settings.logdir):
+        saved = distributed_run.read_cluster(settings.logdir)
+        if strategy_name not in (None, saved.strategy):
+            parser.error(f"--resume: {settings.logdir} was trained with --strategy "
+                         f"{saved.strategy}, not {strategy_name}")
+        strategy_name = saved.strategy
+        cpu_replicas = saved.cpu_replicas if cpu_replicas is None else cpu_replicas
+    elif resume:
+        parser.error(f"--resume --strategy: {settings.logdir} holds no distributed run (no "
+                     f"{distributed_run.CLUSTER}); resume it without --strategy")
+    if not strategy_name:
+        parser.error("--cpu-replicas needs --strategy mirrored or multi-worker")
+    if settings.impl != "eager":
+        parser.error(f"--strategy needs --impl eager (tf.distribute trains the eager twin), "
+                     f"got --impl {settings.impl}")
+    if strategy_name == "multi-worker":
+        try:
+            check_tf_config(os.environ.get("TF_CONFIG"))
+        except ValueError as err:
+            parser.error(str(err))
+    if strategy_name == "multi-worker" and not resume and args.logdir is None:
+        parser.error("--strategy multi-worker needs --logdir (the same directory, on a "
+                     "filesystem every worker sees, for every worker)")
+    timeout = getattr(args, "worker_timeout", None) or DEFAULT_WORKER_TIMEOUT
+    try:
+        strategy = make_strategy(strategy_name, cpu_replicas=cpu_replicas,
+                                 worker_timeout=timeout)
+        result = distributed_run.train_under_strategy(
+            settings, strategy, strategy_name, resume=resume,
+            collection=getattr(args, "collection", None) or "parallel",
+            cpu_replicas=cpu_replicas)
+    except (TrainingError, WorkerLostError) as err:
+        print(f"pgtwin train: error: {err}", file=sys.stderr, flush=True)
+        if strategy_name == "multi-worker":
+            # TF's collective runtime may block interpreter shutdown once a peer is gone;
+            # the files are closed and the message is out, so leave now (bounded exit).
+            sys.stdout.flush()
+            os._exit(1)
+        return 1
+    except ValueError as err:
+        parser.error(str(err))
+    summary = {**result.summary(), "strategy": strategy_name,
+               "num_replicas": int(strategy.num_replicas_in_sync)}
+    if getattr(args, "json", False):
+        print(json.dumps(summary), flush=True)
+    else:
+        print(human_summary(result), flush=True)
     return 0
 
 
