@@ -51,8 +51,8 @@ from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
 from pgtwin.migrate.keras_adam_state import adam_slots as keras_adam_slots
 from pgtwin.parity.ladder import ParityReport, compare_arrays
 from pgtwin.parity.parity_rows import DEFAULT_TOLERANCES
-from pgtwin.migrate.tf1_checkpoint import (  # noqa: F401  (read_tf1_checkpoint: public here too)
-    adam_pair, adam_step_count, power_key, read_tf1_checkpoint, slot_parents)
+from pgtwin.migrate.tf1_checkpoint import (adam_pair, adam_step_count, load_tf1_adam, power_key,
+                                           read_tf1_checkpoint, slot_parents)
 
 _DENSE = re.compile(r"^policy/dense_(\d+)/(kernel|bias)$")
 
@@ -370,14 +370,9 @@ def _load_tf1_state(agent: LegacyAgent, slots, powers: dict[str, np.ndarray]) ->
     """Load m, v and the beta powers *as stored* into the legacy twin's TF1 Adam."""
     if slots is None:
         return
-    opt = agent.optimizer
     with agent.graph.as_default():
-        for name, var in agent.variables.items():
-            opt.get_slot(var, "m").load(slots[name][0], agent.session)
-            opt.get_slot(var, "v").load(slots[name][1], agent.session)
-        beta1_power, beta2_power = opt._get_beta_accumulators()  # noqa: SLF001
-        beta1_power.load(powers["beta1"], agent.session)
-        beta2_power.load(powers["beta2"], agent.session)
+        load_tf1_adam(agent.optimizer, agent.variables, slots, powers["beta1"], powers["beta2"],
+                      agent.session)
 
 
 def verify_conversion(path: str, spec: PolicySpec, config: ReinforceConfig,

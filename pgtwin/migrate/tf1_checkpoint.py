@@ -15,6 +15,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -103,3 +104,21 @@ def adam_step_count(beta1_power: float, beta2_power: float, beta1: float, beta2:
                 f"with beta1={beta1}, beta2={beta2} (estimates {[round(e, 3) for e in estimates]}): "
                 "were other betas used? (set them with --adam-beta1/--adam-beta2)")
     return steps
+
+
+def load_tf1_adam(optimizer: Any, variables: Mapping[str, Any],
+                  slots: Mapping[str, tuple[np.ndarray, np.ndarray]], beta1_power: Any,
+                  beta2_power: Any, session: Any) -> None:
+    """Put Adam's state into a TF1 ``AdamOptimizer`` whose slots exist in ``session``'s graph.
+
+    ``slots[name]`` is ``(m, v)`` for ``variables[name]``; the beta powers are loaded as
+    given (TF1 keeps them as float32 variables, even in a float64 graph). ``.load`` is the
+    graph-mode assign: no op is added to the graph.
+    """
+    for name, variable in variables.items():
+        optimizer.get_slot(variable, "m").load(slots[name][0], session)
+        optimizer.get_slot(variable, "v").load(slots[name][1], session)
+    # TF1 Adam has no public accessor for its beta powers.
+    beta1, beta2 = optimizer._get_beta_accumulators()  # noqa: SLF001
+    beta1.load(beta1_power, session)
+    beta2.load(beta2_power, session)

@@ -62,7 +62,8 @@ from pgtwin.parity.parity_rows import output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
 from pgtwin.migrate.tf1_checkpoint import (
-    adam_pair, adam_step_count, checkpoint_prefix, power_key, read_tf1_checkpoint, slot_parents)
+    adam_pair, adam_step_count, checkpoint_prefix, load_tf1_adam, power_key, read_tf1_checkpoint,
+    slot_parents)
 from pgtwin.parity.tf1_side import TF1Side, variable_name
 from pgtwin.parity.tf2_side import TF2Side
 from pgtwin.parity.variable_mapping import VariableInfo, VariableMapping, infer_mapping
@@ -516,13 +517,8 @@ def tf1_adam_step(weights: Mapping[str, np.ndarray], adam: _Adam,
                                             ("beta_2", 0.999), ("epsilon", 1e-8))))
         step = opt.apply_gradients([(tf.constant(grads[n].astype(v.dtype.as_numpy_dtype)), v)
                                     for n, v in variables.items()])
-        beta1_power, beta2_power = opt._get_beta_accumulators()  # noqa: SLF001
         with tf1.Session(graph=graph) as sess:
             sess.run(tf1.global_variables_initializer())
-            for n, v in variables.items():
-                opt.get_slot(v, "m").load(adam.slots[n][0], sess)  # .load: graph-mode assign
-                opt.get_slot(v, "v").load(adam.slots[n][1], sess)
-            beta1_power.load(adam.beta1_power, sess)
-            beta2_power.load(adam.beta2_power, sess)
+            load_tf1_adam(opt, variables, adam.slots, adam.beta1_power, adam.beta2_power, sess)
             sess.run(step)
             return sess.run(variables)

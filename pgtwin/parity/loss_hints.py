@@ -22,6 +22,7 @@ from collections.abc import Iterable
 import numpy as np
 import tensorflow as tf
 
+from pgtwin_core.sampling import log_softmax
 from pgtwin.parity.tf1_side import TF1Side
 
 _EPS = 1e-7  # Keras' backend epsilon, used to clip probabilities when from_logits=False
@@ -49,18 +50,13 @@ def ratio_hint(tf1_loss: float, tf2_loss: float, sizes: Iterable[int], rtol: flo
     return ""
 
 
-def _log_softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
-
-
 def _sparse_from_logits_false(z: np.ndarray) -> np.ndarray:
     """Log-probs Keras' *sparse* crossentropy makes of ``z`` with ``from_logits=False``.
 
     Keras 3 and tf_keras clip to ``[eps, 1 - eps]``, take the log and hand that to
     ``sparse_softmax_cross_entropy_with_logits``: ``log(clip(z) / sum clip(z))``.
     """
-    return _log_softmax(np.log(np.clip(z, _EPS, 1 - _EPS)))
+    return log_softmax(np.log(np.clip(z, _EPS, 1 - _EPS)))
 
 
 def _categorical_from_logits_false(z: np.ndarray) -> np.ndarray:
@@ -69,7 +65,7 @@ def _categorical_from_logits_false(z: np.ndarray) -> np.ndarray:
 
 
 _MISTAKES = {
-    "double softmax": lambda z: _log_softmax(np.exp(_log_softmax(z))),
+    "double softmax": lambda z: log_softmax(np.exp(log_softmax(z))),
     "from_logits": _sparse_from_logits_false,
     "from_logits (categorical)": _categorical_from_logits_false,
 }

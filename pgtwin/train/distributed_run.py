@@ -313,8 +313,7 @@ class _DistributedRun:
 
     # ------------------------------------------------------------------ loop
     def _done(self) -> bool:
-        p, s = self.progress, self.settings
-        return p.env_steps >= s.total_steps or (s.stop_at_threshold and p.solved_at_update is not None)
+        return self.progress.done(self.settings.total_steps, self.settings.stop_at_threshold)
 
     def loop(self, collector: ReplicaCollector) -> RunResult:
         s, p = self.settings, self.progress
@@ -348,8 +347,7 @@ class _DistributedRun:
         return self._result()
 
     def _stalled(self) -> bool:
-        limit = self.settings.max_consecutive_skips
-        return bool(limit) and sum(self.progress.consecutive_skips.values()) >= limit
+        return self.progress.stalled(self.settings.max_consecutive_skips)
 
     def _last_complete(self) -> str:
         known = (f"checkpoint update {self.last_checkpoint} is complete on every worker"
@@ -384,19 +382,11 @@ class _DistributedRun:
         p.env_steps = it.update * self.agent.num_replicas * c.num_envs * c.num_steps
         p.episodes += len(rows)
         reason = skip_reason(it.metrics)  # the same verdict on every worker (global metrics)
-        if reason is None:
-            p.consecutive_skips = {}
-        else:
-            p.skipped_updates += 1
-            p.skipped_by_reason[reason] = p.skipped_by_reason.get(reason, 0) + 1
-            p.consecutive_skips[reason] = p.consecutive_skips.get(reason, 0) + 1
-            if p.skipped_by_reason[reason] == 1:
-                self.say(first_skip_message(reason, it.update, it.metrics, c.num_steps,
-                                            c.baseline, self.settings.max_consecutive_skips))
+        if p.count(reason):
+            self.say(first_skip_message(reason, it.update, it.metrics, c.num_steps,
+                                        c.baseline, self.settings.max_consecutive_skips))
         mean = float(np.mean(self.recent)) if self.recent else None
-        if (p.solved_at_update is None and self.threshold is not None
-                and len(self.recent) == self.settings.solve_window and mean >= self.threshold):
-            p.solved_at_update, p.solved_at_env_steps, p.solved_at_wall_s = p.update, p.env_steps, wall
+        p.mark_solved(mean, len(self.recent) == self.settings.solve_window, self.threshold, wall)
         if self.log is not None:
             self.log.append(rows)
         if self.writer is not None:
@@ -432,15 +422,9 @@ class _DistributedRun:
                               f"{self.shape.num_replicas} replicas, seed {s.seed}")
 
     def _result(self) -> RunResult:
-        s, p = self.settings, self.progress
-        return RunResult(
-            env=s.env_id, impl=s.impl, seed=s.seed, env_steps=p.env_steps, updates=p.update,
-            wall_s=round(p.wall_s, 4),
-            final_mean_return=float(np.mean(self.recent)) if self.recent else None,
-            solved=p.solved_at_update is not None, solved_at_env_steps=p.solved_at_env_steps,
-            solved_at_wall_s=None if p.solved_at_wall_s is None else round(p.solved_at_wall_s, 4),
-            threshold=self.threshold, logdir=s.logdir, resumed_from=self.resumed_from,
-            skipped_updates=p.skipped_updates, skipped_by_reason=dict(p.skipped_by_reason))
+        return RunResult.of(self.settings, self.progress,
+                            float(np.mean(self.recent)) if self.recent else None,
+                            self.threshold, self.resumed_from)
 
     def close(self) -> None:
         if self.log is not None:

@@ -79,6 +79,21 @@ class RunResult:
         """The ``--json`` object."""
         return dataclasses.asdict(self)
 
+    @classmethod
+    def of(cls, settings: RunSettings, progress: run_checkpoint.Progress,
+           final_mean_return: float | None, threshold: float | None,
+           resumed_from: str | None, resume_exact: bool = True) -> "RunResult":
+        """How the run of ``settings`` ended, read off its ``progress`` (wall times to 0.1 ms)."""
+        s, p = settings, progress
+        return cls(
+            env=s.env_id, impl=s.impl, seed=s.seed, env_steps=p.env_steps, updates=p.update,
+            wall_s=round(p.wall_s, 4), final_mean_return=final_mean_return,
+            solved=p.solved_at_update is not None, solved_at_env_steps=p.solved_at_env_steps,
+            solved_at_wall_s=None if p.solved_at_wall_s is None else round(p.solved_at_wall_s, 4),
+            threshold=threshold, logdir=s.logdir, resumed_from=resumed_from,
+            resume_exact=resume_exact, skipped_updates=p.skipped_updates,
+            skipped_by_reason=dict(p.skipped_by_reason))
+
 
 def run_paths(logdir: str) -> dict[str, str]:
     """The files of a run under ``logdir`` by role."""
@@ -303,8 +318,7 @@ class _Run:
 
     # ------------------------------------------------------------------ loop
     def _done(self) -> bool:
-        p, s = self.progress, self.settings
-        return p.env_steps >= s.total_steps or (s.stop_at_threshold and p.solved_at_update is not None)
+        return self.progress.done(self.settings.total_steps, self.settings.stop_at_threshold)
 
     def loop(self) -> RunResult:
         from tqdm import tqdm
@@ -369,14 +383,12 @@ class _Run:
             self.log.append(rows)
         self.recent.extend(batch.episode_returns.tolist())
         p.update, p.env_steps, p.wall_s, p.episodes = it.update, batch.env_steps, wall, self.log.count
-        if it.skipped:
-            self._skipped(it.skipped, it)
-        else:
-            p.consecutive_skips = {}
+        if p.count(it.skipped):
+            self.say(first_skip_message(it.skipped, it.update, it.metrics, it.batch.num_steps,
+                                        self.settings.config.baseline,
+                                        self.settings.max_consecutive_skips))
         mean = self._window_mean()
-        if (p.solved_at_update is None and self.threshold is not None
-                and len(self.recent) == self.settings.solve_window and mean >= self.threshold):
-            p.solved_at_update, p.solved_at_env_steps, p.solved_at_wall_s = p.update, p.env_steps, wall
+        p.mark_solved(mean, len(self.recent) == self.settings.solve_window, self.threshold, wall)
         if self.writer is not None:
             from pgtwin.train.tensorboard import update_scalars
             with writing(self.paths["tensorboard"]):
@@ -384,21 +396,9 @@ class _Run:
                     it.metrics, batch.episode_returns, batch.episode_lengths, mean, p.env_steps,
                     wall))
 
-    def _skipped(self, reason: str, it) -> None:
-        """Count a skipped update by reason; say why the first time each reason happens."""
-        p = self.progress
-        p.skipped_updates += 1
-        p.skipped_by_reason[reason] = p.skipped_by_reason.get(reason, 0) + 1
-        p.consecutive_skips[reason] = p.consecutive_skips.get(reason, 0) + 1
-        if p.skipped_by_reason[reason] == 1:
-            self.say(first_skip_message(reason, it.update, it.metrics, it.batch.num_steps,
-                                        self.settings.config.baseline,
-                                        self.settings.max_consecutive_skips))
-
     def _stalled(self) -> bool:
         """Whether the last ``max_consecutive_skips`` updates were all skipped."""
-        limit = self.settings.max_consecutive_skips
-        return bool(limit) and sum(self.progress.consecutive_skips.values()) >= limit
+        return self.progress.stalled(self.settings.max_consecutive_skips)
 
     def _checkpoint(self) -> None:
         p = self.progress
@@ -426,14 +426,8 @@ class _Run:
         with writing(s.logdir):
             write_final_files(self.paths, self.agent.get_weights(), s, self.threshold,
                               f"{s.env_id}, {s.impl} twin, seed {s.seed}")
-        return RunResult(
-            env=s.env_id, impl=s.impl, seed=s.seed, env_steps=p.env_steps, updates=p.update,
-            wall_s=round(p.wall_s, 4), final_mean_return=self._window_mean(),
-            solved=p.solved_at_update is not None, solved_at_env_steps=p.solved_at_env_steps,
-            solved_at_wall_s=None if p.solved_at_wall_s is None else round(p.solved_at_wall_s, 4),
-            threshold=self.threshold, logdir=s.logdir, resumed_from=self.resumed_from,
-            resume_exact=self.snapshotable,
-            skipped_updates=p.skipped_updates, skipped_by_reason=dict(p.skipped_by_reason))
+        return RunResult.of(s, p, self._window_mean(), self.threshold, self.resumed_from,
+                            resume_exact=self.snapshotable)
 
     def close(self) -> None:
         # Closing syncs the log and the event file: on a full disk that fails again, and

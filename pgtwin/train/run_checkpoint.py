@@ -64,6 +64,36 @@ class Progress:
     consecutive_skips: dict[str, int] = field(default_factory=dict)
     """The skips since the last applied update, by reason (``max_consecutive_skips``)."""
 
+    def count(self, skipped: str | None) -> bool:
+        """Count an update: applied (``skipped`` None) or skipped for reason ``skipped``.
+
+        Returns True for the first skip of that reason in the run (the one explained).
+        """
+        if skipped is None:
+            self.consecutive_skips = {}
+            return False
+        self.skipped_updates += 1
+        self.skipped_by_reason[skipped] = self.skipped_by_reason.get(skipped, 0) + 1
+        self.consecutive_skips[skipped] = self.consecutive_skips.get(skipped, 0) + 1
+        return self.skipped_by_reason[skipped] == 1
+
+    def stalled(self, limit: int) -> bool:
+        """Whether the last ``limit`` updates were all skipped (``limit`` 0: never)."""
+        return bool(limit) and sum(self.consecutive_skips.values()) >= limit
+
+    def mark_solved(self, mean: float | None, window_full: bool, threshold: float | None,
+                    wall: float) -> None:
+        """Record the first update whose full window's ``mean`` return reached ``threshold``."""
+        if (self.solved_at_update is None and threshold is not None and window_full
+                and mean >= threshold):
+            self.solved_at_update, self.solved_at_env_steps = self.update, self.env_steps
+            self.solved_at_wall_s = wall
+
+    def done(self, total_steps: int, stop_at_threshold: bool) -> bool:
+        """Whether the budget is spent, or the run solved and stops there."""
+        return self.env_steps >= total_steps or (stop_at_threshold
+                                                 and self.solved_at_update is not None)
+
 
 def save(directory: str, agent: Any, envs: Any, state: RolloutState,
          rng: np.random.Generator, progress: Progress, settings: dict[str, Any],
