@@ -20,17 +20,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 __version__ = "0.1.0"
 
 _HOMES = {
-    "compare": "pgtwin.parity.harness",
-    "assert_parity": "pgtwin.parity.harness",
-    "TF1Program": "pgtwin.parity.programs",
-    "TF2Program": "pgtwin.parity.programs",
-    "ParityReport": "pgtwin.parity.ladder",
-    "RunSettings": "pgtwin.train.run",
-    "train": "pgtwin.train.run",
-    "convert_checkpoint": "pgtwin.migrate.agent_checkpoint",
-    "convert_user_checkpoint": "pgtwin.migrate.user_checkpoint",
-    "IMPLS": "pgtwin.twins",
-    "agent_class": "pgtwin.twins",
+    **dict.fromkeys(("compare", "assert_parity", "TF1Program", "TF2Program", "ParityReport"),
+                    "pgtwin.parity"),
+    **dict.fromkeys(("RunSettings", "train"), "pgtwin.train"),
+    **dict.fromkeys(("convert_checkpoint", "convert_user_checkpoint"), "pgtwin.migrate"),
+    **dict.fromkeys(("IMPLS", "agent_class"), "pgtwin.twins"),
 }
 __all__ = ["__version__", *_HOMES]
 __getattr__ = lazy_getattr(__name__, _HOMES)
