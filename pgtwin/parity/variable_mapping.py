@@ -164,91 +164,133 @@ def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
       A :class:`VariableMapping` whose pairs are in TF1 order; ``problems`` lists each
       variable left unpaired, with its candidates.
     """
-    mapping = VariableMapping()
-    by1 = {v.name: v for v in tf1}
-    by2 = {v.name: v for v in tf2}
-    paired: dict[str, Pair] = {}
-    used2: set[str] = set()
-    for old, new in (name_map or {}).items():
+    name_map = dict(name_map or {})
+    state = _Pairing(list(tf1), list(tf2))
+    problems = _pair_by_name_map(state, name_map)
+    if ordered:
+        _pair_by_order(state, skip=set(name_map))
+    _pair_by_shape_or_name(state, skip=set(name_map))
+    problems += _unpaired(state, skip=set(name_map))
+    return VariableMapping(pairs=[state.paired[v.name] for v in tf1 if v.name in state.paired],
+                           problems=problems)
+
+
+@dataclass
+class _Pairing:
+    """The two lists and what is paired so far (by TF1 name; TF2 names used)."""
+
+    tf1: list[VariableInfo]
+    tf2: list[VariableInfo]
+    paired: dict[str, Pair] = field(default_factory=dict)
+    used2: set[str] = field(default_factory=set)
+
+    def pair(self, a: VariableInfo, c: VariableInfo, how: str) -> None:
+        self.paired[a.name] = Pair(a, c, how)
+        self.used2.add(c.name)
+
+    def left(self, skip: set[str] = frozenset()) -> tuple[list[VariableInfo], list[VariableInfo]]:
+        """The TF1 and TF2 variables not paired yet (TF1 names in ``skip`` left out)."""
+        return ([v for v in self.tf1 if v.name not in self.paired and v.name not in skip],
+                [v for v in self.tf2 if v.name not in self.used2])
+
+
+def _token(v: VariableInfo) -> tuple:
+    return v.shape, kind(v.name, v.shape)
+
+
+def _pair_by_name_map(state: _Pairing, name_map: Mapping[str, str]) -> list[MappingProblem]:
+    """Rule 1: the user's pairs; each one that cannot hold is a problem."""
+    by1 = {v.name: v for v in state.tf1}
+    by2 = {v.name: v for v in state.tf2}
+    problems = []
+    for old, new in name_map.items():
         if old not in by1:
             close = difflib.get_close_matches(old, list(by1), n=3)
-            mapping.problems.append(MappingProblem(
+            problems.append(MappingProblem(
                 "TF1", VariableInfo(old, ()), f"name_map names a TF1 variable that is not "
                 f"compared (close: {close or list(by1)})"))
         elif new not in by2:
             close = difflib.get_close_matches(new, list(by2), n=3)
-            mapping.problems.append(MappingProblem(
+            problems.append(MappingProblem(
                 "TF1", by1[old], f"name_map sends it to {new!r}, which the TF2 loss does not "
-                f"read (TF2 variables: {_describe(tf2)}; close: {close})"))
+                f"read (TF2 variables: {_describe(state.tf2)}; close: {close})"))
         elif by1[old].shape != by2[new].shape:
-            mapping.problems.append(MappingProblem(
+            problems.append(MappingProblem(
                 "TF1", by1[old], f"name_map sends it to {new} {by2[new].shape}: the shapes "
                 "differ"))
-        elif new in used2:
-            mapping.problems.append(MappingProblem(
+        elif new in state.used2:
+            problems.append(MappingProblem(
                 "TF1", by1[old], f"name_map sends it to {new}, which another TF1 variable "
                 "is sent to already"))
         else:
-            paired[old] = Pair(by1[old], by2[new], "name_map")
-            used2.add(new)
+            state.pair(by1[old], by2[new], "name_map")
+    return problems
 
-    rest1 = [v for v in tf1 if v.name not in paired and v.name not in (name_map or {})]
-    rest2 = [v for v in tf2 if v.name not in used2]
-    token = lambda v: (v.shape, kind(v.name, v.shape))  # noqa: E731
-    matcher = difflib.SequenceMatcher(None, [token(v) for v in rest1],
-                                      [token(v) for v in rest2], autojunk=False)
+
+def _pair_by_order(state: _Pairing, skip: set[str]) -> None:
+    """Rule 2: both lists aligned like a diff on (shape, kind) tokens.
+
+    The order is trusted when it pairs at least 3/4 of the longer side (a few variables
+    one side lacks); a shuffled order whose equal shapes happen to line up in places (a
+    reversed network's middle layers) would pair the wrong ones.
+    """
+    rest1, rest2 = state.left(skip)
+    matcher = difflib.SequenceMatcher(None, [_token(v) for v in rest1],
+                                      [_token(v) for v in rest2], autojunk=False)
     blocks = [b for b in matcher.get_matching_blocks() if b.size]
-    # The order is trusted when it pairs at least 3/4 of the longer side (a few variables
-    # one side lacks); a shuffled order whose equal shapes happen to line up in places
-    # (a reversed network's middle layers) would pair the wrong ones.
-    if ordered and sum(b.size for b in blocks) * 4 >= 3 * max(len(rest1), len(rest2), 1):
-        for b in blocks:
-            for k in range(b.size):
-                a, c = rest1[b.a + k], rest2[b.b + k]
-                paired[a.name] = Pair(a, c, "creation order and shape")
-                used2.add(c.name)
-    rest1 = [v for v in rest1 if v.name not in paired]
-    rest2 = [v for v in rest2 if v.name not in used2]
+    if sum(b.size for b in blocks) * 4 < 3 * max(len(rest1), len(rest2), 1):
+        return
+    for b in blocks:
+        for k in range(b.size):
+            state.pair(rest1[b.a + k], rest2[b.b + k], "creation order and shape")
 
+
+def _pair_by_shape_or_name(state: _Pairing, skip: set[str]) -> None:
+    """Rule 3: the one candidate whose name says the same, else the only one of its token."""
+    rest1, _ = state.left(skip)
     for a in rest1:
-        candidates = [c for c in rest2 if c.name not in used2 and token(c) == token(a)]
+        _, rest2 = state.left(skip)
+        candidates = [c for c in rest2 if _token(c) == _token(a)]
         named = [c for c in candidates if _same_name(a.name, c.name)]
-        rivals = [x for x in rest1 if x.name not in paired and token(x) == token(a)]
+        rivals = [x for x in state.left(skip)[0] if _token(x) == _token(a)]
         if len(named) == 1:
-            paired[a.name] = Pair(a, named[0], "name")
-            used2.add(named[0].name)
+            state.pair(a, named[0], "name")
         elif len(candidates) == 1 and len(rivals) == 1:
-            paired[a.name] = Pair(a, candidates[0], "shape")
-            used2.add(candidates[0].name)
-    rest2 = [v for v in rest2 if v.name not in used2]
-    for a in tf1:
-        if a.name in paired or a.name in (name_map or {}):
-            continue
-        same = [c for c in rest2 if c.shape == a.shape]
-        fitting = [c for c in same if kind(c.name, c.shape) == kind(a.name, a.shape)]
-        rivals = [x for x in tf1 if x.name not in paired and x.name != a.name
-                  and token(x) == token(a)]
-        if len(fitting) > 1:
-            msg = f"ambiguous: it could be any of {_describe(fitting)}"
-        elif fitting:
-            msg = (f"ambiguous: {_describe(fitting)} is the only TF2 {kind(a.name, a.shape)} of this "
-                   f"shape left, and {_describe(rivals)} fit it too")
-        elif same:
-            msg = (f"no TF2 {kind(a.name, a.shape)} of shape {a.shape} is left; only "
-                   f"{_describe(same)} (a {kind(a.name, a.shape)} is not paired with a "
-                   f"{kind(same[0].name, same[0].shape)})")
-        else:
-            msg = (f"no TF2 variable of shape {a.shape} is left (unpaired TF2: "
-                   f"{_describe(rest2)})")
-        mapping.problems.append(MappingProblem("TF1", a, msg + _bias_hint(a, rest2)))
-    unpaired1 = [a for a in tf1 if a.name not in paired]
+            state.pair(a, candidates[0], "shape")
+
+
+def _unpaired(state: _Pairing, skip: set[str]) -> list[MappingProblem]:
+    """A problem for each variable left on either side, with its candidates."""
+    rest1, rest2 = state.left(skip)
+    problems = []
+    for a in rest1:
+        problems.append(MappingProblem("TF1", a, _why_unpaired(a, rest1, rest2)
+                                       + _bias_hint(a, rest2)))
+    unpaired1 = [a for a in state.tf1 if a.name not in state.paired]
     for c in rest2:
         same = [a for a in unpaired1 if a.shape == c.shape]
         msg = (f"no TF1 variable holds it (unpaired TF1: {_describe(unpaired1)})"
                if not same else f"ambiguous or of another kind: TF1 {_describe(same)}")
-        mapping.problems.append(MappingProblem("TF2", c, msg + _bias_hint(c, unpaired1)))
-    mapping.pairs = [paired[v.name] for v in tf1 if v.name in paired]
-    return mapping
+        problems.append(MappingProblem("TF2", c, msg + _bias_hint(c, unpaired1)))
+    return problems
+
+
+def _why_unpaired(a: VariableInfo, rest1: Sequence[VariableInfo],
+                  rest2: Sequence[VariableInfo]) -> str:
+    """Why TF1 variable ``a`` is left: ambiguous candidates, another kind, or no shape."""
+    same = [c for c in rest2 if c.shape == a.shape]
+    fitting = [c for c in same if _token(c) == _token(a)]
+    rivals = [x for x in rest1 if x.name != a.name and _token(x) == _token(a)]
+    what = kind(a.name, a.shape)
+    if len(fitting) > 1:
+        return f"ambiguous: it could be any of {_describe(fitting)}"
+    if fitting:
+        return (f"ambiguous: {_describe(fitting)} is the only TF2 {what} of this shape left, "
+                f"and {_describe(rivals)} fit it too")
+    if same:
+        return (f"no TF2 {what} of shape {a.shape} is left; only {_describe(same)} (a {what} "
+                f"is not paired with a {kind(same[0].name, same[0].shape)})")
+    return f"no TF2 variable of shape {a.shape} is left (unpaired TF2: {_describe(rest2)})"
 
 
 def _bias_hint(v: VariableInfo, other_side_left: Sequence[VariableInfo]) -> str:
