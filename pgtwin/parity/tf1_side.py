@@ -131,53 +131,59 @@ class TF1Side:
     """
 
     def __init__(self, program: TF1Program, inputs: Mapping[str, Any], what: str = "TF1Program"):
-        require_eager(f"{what}.build")
-        self.graph = tf.Graph()
-        try:
-            with self.graph.as_default(), tf1_variables(program.ref_variables), \
-                    eager_guard():
-                # A graph seed the user's own tf.set_random_seed overrides: unseeded random
-                # ops are refused where op determinism is on (pgtwin train --deterministic).
-                tf1.set_random_seed(GRAPH_SEED)
-                self.obj = program.build()
-        except LegacyCodeError:
-            raise
-        except Exception as err:
-            explained = explain_build_error(err, f"{what}.build")
-            if explained is not None:
-                raise explained from err
-            raise
-        require_eager(f"{what}.build")
-        self.loss = _tensor(resolve(self.obj, program.loss, f"{what}.loss", self.graph),
+        self.obj, graph = build_in_graph(program, what)
+        self.loss = _tensor(resolve(self.obj, program.loss, f"{what}.loss", graph),
                             f"{what}.loss")
-        # Code that makes a tf.Graph of its own (self.graph = tf.Graph()) is run in it.
-        self.graph = g = self.loss.graph
-        self.placeholders = {key: _tensor(resolve(self.obj, ref, f"{what}.feeds[{key!r}]", g),
-                                          f"{what}.feeds[{key!r}]")
-                             for key, ref in program.feeds.items()}
         if self.loss.shape.rank not in (0, None):
             raise ValueError(f"{what}.loss {self.loss.name!r} has shape {self.loss.shape}: "
                              "the loss must be a scalar (reduce it as the train_op does)")
-        self.outputs = {key: _tensor(resolve(self.obj, ref, f"{what}.outputs[{key!r}]", g),
-                                     f"{what}.outputs[{key!r}]")
-                        for key, ref in program.outputs.items()}
+        # Code that makes a tf.Graph of its own (self.graph = tf.Graph()) is run in it.
+        self.graph = g = self.loss.graph
+        self.placeholders = self._tensors(program.feeds, f"{what}.feeds")
+        self.outputs = self._tensors(program.outputs, f"{what}.outputs")
         self.train_op = None
         if program.train_op is not None:
             op = resolve(self.obj, program.train_op, f"{what}.train_op", g)
             self.train_op = op.op if isinstance(op, tf.Tensor) else op
+        self.variables, self.not_compared = self._compared_variables(program, what)
+        self.feed = self._feed(inputs, what)
         with g.as_default():
+            grads = tf.gradients(self.loss, list(self.variables.values()))
+            self.grads = dict(zip(self.variables, grads))
+            self._value_phs = {n: tf1.placeholder(v.dtype.base_dtype, v.shape)
+                               for n, v in self.variables.items()}
+            self._assign = tf.group(*[tf1.assign(v, self._value_phs[n])
+                                      for n, v in self.variables.items()])
+            init = tf.group(tf1.global_variables_initializer(),
+                            tf1.local_variables_initializer(), tf1.tables_initializer())
+        self.session = tf1.Session(graph=g)
+        self.session.run(init)
+
+    def _tensors(self, refs: Mapping[str, Any], what: str) -> dict[str, tf.Tensor]:
+        """``{key: tensor}`` each ref names in the graph (``what``: the field, for errors)."""
+        return {key: _tensor(resolve(self.obj, ref, f"{what}[{key!r}]", self.graph),
+                             f"{what}[{key!r}]") for key, ref in refs.items()}
+
+    def _compared_variables(self, program: TF1Program, what: str
+                            ) -> tuple[dict[str, Any], list[str]]:
+        """``({name: variable} compared, [names of the other trainable variables])``."""
+        with self.graph.as_default():
             trainable = list(tf1.trainable_variables())
         if program.var_list is None:
             reached = _variable_ops(self.loss)
             chosen = [v for v in trainable if v.op in reached]
         else:
-            chosen = [resolve(self.obj, ref, f"{what}.var_list", g) for ref in program.var_list]
+            chosen = [resolve(self.obj, ref, f"{what}.var_list", self.graph)
+                      for ref in program.var_list]
         if not chosen:
             raise ValueError(f"{what}: the loss {self.loss.name!r} depends on no trainable "
                              f"variable (trainable: {[variable_name(v) for v in trainable]})")
-        self.variables = {variable_name(v): v for v in chosen}
-        self.not_compared = [variable_name(v) for v in trainable
-                             if variable_name(v) not in self.variables]
+        compared = {variable_name(v): v for v in chosen}
+        return compared, [variable_name(v) for v in trainable
+                          if variable_name(v) not in compared]
+
+    def _feed(self, inputs: Mapping[str, Any], what: str) -> dict[tf.Tensor, np.ndarray]:
+        """``{placeholder: cast array}``, after checking inputs, feeds and the loss agree."""
         missing = sorted(set(self.placeholders) - set(inputs))
         extra = sorted(set(inputs) - set(self.placeholders))
         if missing or extra:
@@ -191,19 +197,8 @@ class TF1Side:
             raise FeedError(f"the TF1 loss needs placeholders {unfed}, which {what}.feeds "
                             f"does not name (feeds: {sorted(self.placeholders)}): add "
                             f"feeds={{..., 'KEY': {unfed[0]!r}}} and an input array KEY")
-        self.feed = {self.placeholders[k]: cast_feed(k, inputs[k], self.placeholders[k])
-                     for k in self.placeholders}
-        with g.as_default():
-            grads = tf.gradients(self.loss, list(self.variables.values()))
-            self.grads = dict(zip(self.variables, grads))
-            self._value_phs = {n: tf1.placeholder(v.dtype.base_dtype, v.shape)
-                               for n, v in self.variables.items()}
-            self._assign = tf.group(*[tf1.assign(v, self._value_phs[n])
-                                      for n, v in self.variables.items()])
-            init = tf.group(tf1.global_variables_initializer(),
-                            tf1.local_variables_initializer(), tf1.tables_initializer())
-        self.session = tf1.Session(graph=g)
-        self.session.run(init)
+        return {self.placeholders[k]: cast_feed(k, inputs[k], self.placeholders[k])
+                for k in self.placeholders}
 
     # ------------------------------------------------------------------ reading
     def infos(self) -> list[VariableInfo]:
@@ -303,6 +298,31 @@ def restated_step(graph: tf.Graph, session: Any, make: Any, grads: Mapping[str, 
         fresh = [v for v in tf1.global_variables() if v.ref() not in before]
         session.run(tf1.variables_initializer(fresh))
     return optimizer, train_op
+
+
+def build_in_graph(program: TF1Program, what: str) -> tuple[Any, tf.Graph]:
+    """``(the user's object, the harness's graph)``: ``program.build()`` run in a new graph.
+
+    With TF1 variable semantics, switch-offs of eager execution refused, and a graph seed
+    the user's own ``tf.set_random_seed`` overrides (unseeded random ops are refused where
+    op determinism is on, as after ``pgtwin train --deterministic`` in the same process).
+    Errors old code meets on TF 2.x come back explained (:func:`explain_build_error`).
+    """
+    require_eager(f"{what}.build")
+    graph = tf.Graph()
+    try:
+        with graph.as_default(), tf1_variables(program.ref_variables), eager_guard():
+            tf1.set_random_seed(GRAPH_SEED)
+            obj = program.build()
+    except LegacyCodeError:
+        raise
+    except Exception as err:
+        explained = explain_build_error(err, f"{what}.build")
+        if explained is not None:
+            raise explained from err
+        raise
+    require_eager(f"{what}.build")
+    return obj, graph
 
 
 def _ancestors(root: Any) -> list[tf.Operation]:
