@@ -202,62 +202,78 @@ def compare(
         raise ValueError(f"compare: steps must be an int >= 0, got {steps!r}")
     if dtype is not None and dtype not in DEFAULT_TOLERANCES:
         raise ValueError(f"compare: dtype must be None, 'float32' or 'float64', got {dtype!r}")
-    name_map = dict(name_map or {})
     inputs = _check_inputs(inputs, dtype)
     weights = None if weights is None else _check_weights_dict(weights, dtype)
-    report = ParityReport()
-
     legacy = _LegacySide(legacy_build, inputs, input_dtypes or {})
     try:
-        var_dtype = legacy.dtype()
-        ctx = ", ".join(x for x in (context, var_dtype) if x)
-        tol = {rung: (rtol if rtol is not None else r, atol if atol is not None else a)
-               for rung, (r, a) in tolerances(var_dtype).items()}
-
-        if weights is None:  # the TF1 initializers' values
-            weights = legacy.values()
-        report.rows.extend(_weights_rows(legacy.shapes, weights, ctx))
-        report.rows.extend(_name_map_rows(legacy.shapes, name_map, ctx))
-        if not report.ok:
-            return report
-        legacy.load(weights)
-        eager_names = {n: name_map.get(n, n) for n in legacy.shapes}
-        loaded = legacy.values()
-        eager = _EagerSide(eager_fn, inputs, {
-            eager_names[n]: tf.Variable(loaded[n], name=eager_names[n]) for n in legacy.shapes})
-
-        legacy_out = legacy.run()
-        legacy_grads = legacy.gradients()
-        eager_out = eager.run()
-        report.rows.extend(_variable_rows(legacy, eager, eager_names, eager_out is None,
-                                          legacy_grads, ctx))
-        if eager_out is None:  # eager_fn asked for a variable that does not exist
-            return report
-        report.rows.extend(output_rows(legacy_out, eager_out, *tol["outputs"], ctx))
-        report.add(compare_arrays("loss", "loss", legacy_out["loss"], eager_out["loss"],
-                                  *tol["loss"], ctx))
-        eager_grads = eager.gradients()
-        report.rows.extend(gradient_rows(legacy_grads, {old: eager_grads[new] for old, new
-                                                        in eager_names.items()},
-                                         *tol["gradients"], ctx))
-        if steps:
-            make_tf1, make_keras = optimizer_factories(optimizer, var_dtype)
-            tf1_opt = legacy.set_optimizer(make_tf1)
-            keras_opt = eager.set_optimizer(make_keras)
-            tf1_settings = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed)
-            keras_settings = keras_optimizer(keras_opt)
-            report.rows.extend(optimizer_rows(
-                *tf1_settings, *keras_settings,
-                (type(tf1_opt).__name__, type(keras_opt).__name__), ctx))
-            # Only a drift that nothing earlier explains gets the float32-rounding hint.
-            rounded = var_dtype == "float64" and rounded_to_float32(tf1_settings[1],
-                                                                     keras_settings[1])
-            hint = FLOAT32_ROUNDING if report.ok and rounded else ""
-            report.rows.extend(_weight_rows(legacy, eager, eager_names, steps, *tol["weights"],
-                                            ctx, hint))
+        return _climb(legacy, eager_fn, inputs, weights, steps, optimizer,
+                      dict(name_map or {}), rtol, atol, context)
     finally:
         legacy.close()
+
+
+def _climb(legacy: _LegacySide, eager_fn: EagerFn, inputs: dict[str, np.ndarray],
+           weights: dict[str, np.ndarray] | None, steps: int, optimizer: Any,
+           name_map: dict[str, str], rtol: float | None, atol: float | None,
+           context: str) -> ParityReport:
+    """The ladder of :func:`compare` once the TF1 graph is built (see its arguments)."""
+    report = ParityReport()
+    var_dtype = legacy.dtype()
+    ctx = ", ".join(x for x in (context, var_dtype) if x)
+    tol = {rung: (rtol if rtol is not None else r, atol if atol is not None else a)
+           for rung, (r, a) in tolerances(var_dtype).items()}
+    if weights is None:  # the TF1 initializers' values
+        weights = legacy.values()
+    report.rows.extend(_weights_rows(legacy.shapes, weights, ctx))
+    report.rows.extend(_name_map_rows(legacy.shapes, name_map, ctx))
+    if not report.ok:
+        return report
+    legacy.load(weights)
+    eager_names = {n: name_map.get(n, n) for n in legacy.shapes}
+    loaded = legacy.values()
+    eager = _EagerSide(eager_fn, inputs, {
+        eager_names[n]: tf.Variable(loaded[n], name=eager_names[n]) for n in legacy.shapes})
+
+    legacy_out = legacy.run()
+    legacy_grads = legacy.gradients()
+    eager_out = eager.run()
+    report.rows.extend(_variable_rows(legacy, eager, eager_names, eager_out is None,
+                                      legacy_grads, ctx))
+    if eager_out is None:  # eager_fn asked for a variable that does not exist
+        return report
+    report.rows.extend(output_rows(legacy_out, eager_out, *tol["outputs"], ctx))
+    report.add(compare_arrays("loss", "loss", legacy_out["loss"], eager_out["loss"],
+                              *tol["loss"], ctx))
+    eager_grads = eager.gradients()
+    report.rows.extend(gradient_rows(legacy_grads, {old: eager_grads[new] for old, new
+                                                    in eager_names.items()},
+                                     *tol["gradients"], ctx))
+    if steps:
+        report.rows.extend(_restated_weights_rung(legacy, eager, eager_names, steps,
+                                                  optimizer, var_dtype, tol["weights"],
+                                                  ctx, report.ok))
     return report
+
+
+def _restated_weights_rung(legacy: _LegacySide, eager: _EagerSide,
+                           eager_names: dict[str, str], steps: int, optimizer: Any,
+                           dtype: str, tol: tuple[float, float], ctx: str,
+                           ok_so_far: bool) -> list[Row]:
+    """Both optimizers (restated from ``optimizer``) read back, then the weights per step.
+
+    Only a drift that nothing earlier explains (``ok_so_far``) gets the float32-rounding
+    hint of a plain TF1 Adam in float64.
+    """
+    make_tf1, make_keras = optimizer_factories(optimizer, dtype)
+    tf1_opt = legacy.set_optimizer(make_tf1)
+    keras_opt = eager.set_optimizer(make_keras)
+    tf1_settings = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed)
+    keras_settings = keras_optimizer(keras_opt)
+    rows = optimizer_rows(*tf1_settings, *keras_settings,
+                          (type(tf1_opt).__name__, type(keras_opt).__name__), ctx)
+    rounded = dtype == "float64" and rounded_to_float32(tf1_settings[1], keras_settings[1])
+    hint = FLOAT32_ROUNDING if ok_so_far and all(r.ok for r in rows) and rounded else ""
+    return rows + _weight_rows(legacy, eager, eager_names, steps, *tol, ctx, hint)
 
 
 def assert_parity(*args, **kwargs) -> ParityReport:
