@@ -76,47 +76,57 @@ def compare_programs(
         raise ValueError(f"compare: init must be one of {INIT_MODES}, got {init!r}")
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"compare: steps must be an int >= 0, got {steps!r}")
-    report = ParityReport()
     legacy = TF1Side(tf1, inputs)
     try:
         built = legacy.dtype()
         if dtype is not None and built != dtype:
             raise ValueError(f"the TF1 program built {built} variables, but {dtype} was asked "
                              "for: its factory must take a dtype argument and build in it")
-        dtype = built
-        ctx = ", ".join(x for x in (context, dtype) if x)
-        tol = {rung: (rtol if rtol is not None else r, atol if atol is not None else a)
-               for rung, (r, a) in tolerances(dtype).items()}
         fed = {key: legacy.feed[ph] for key, ph in legacy.placeholders.items()}
         eager = TF2Side(tf2, fed)
-        mapping = infer_mapping(legacy.infos(), eager.infos(), name_map)
-        report.mapping_table = mapping.to_table()
-        report.rows.extend(_variable_rows(legacy, eager, mapping, ctx))
-        if not report.ok:
-            return report
-        if init != "off":
-            report.rows.extend(_initial_rows(legacy, eager, mapping, init == "fail", ctx))
-        start = legacy.values() if weights is None else _weights(weights, legacy)
-        legacy.load(start)
-        eager.load({p.tf2.name: start[p.tf1.name] for p in mapping.pairs})
-        to_tf2 = mapping.tf2_name()
-
-        legacy_out = legacy.run()
-        eager_out, eager_grads = eager.run()
-        if tf2.outputs is None:  # every key both sides return
-            eager_out = {k: v for k, v in eager_out.items() if k in legacy_out}
-        report.rows.extend(output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
-                                       sides=("TF1Program", "TF2Program")))
-        report.add(_loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed,
-                             *tol["loss"], ctx))
-        report.rows.extend(gradient_rows(legacy.gradients(),
-                                         {n: eager_grads[to_tf2[n]] for n in to_tf2},
-                                         *tol["gradients"], ctx))
-        if steps:
-            report.rows.extend(_weights_rung(legacy, eager, mapping, steps, optimizer, dtype,
-                                             *tol["weights"], ctx))
+        return _climb(legacy, eager, fed, steps, name_map, weights, init, optimizer,
+                      (rtol, atol), context)
     finally:
         legacy.close()
+
+
+def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps: int,
+           name_map: Mapping[str, str] | None, weights: Mapping[str, np.ndarray] | None,
+           init: str, optimizer: Any, tolerance: tuple[float | None, float | None],
+           context: str) -> ParityReport:
+    """The ladder of :func:`compare_programs` once both programs are built."""
+    report = ParityReport()
+    dtype = legacy.dtype()
+    ctx = ", ".join(x for x in (context, dtype) if x)
+    rtol, atol = tolerance
+    tol = {rung: (rtol if rtol is not None else r, atol if atol is not None else a)
+           for rung, (r, a) in tolerances(dtype).items()}
+    mapping = infer_mapping(legacy.infos(), eager.infos(), name_map)
+    report.mapping_table = mapping.to_table()
+    report.rows.extend(_variable_rows(legacy, eager, mapping, ctx))
+    if not report.ok:
+        return report
+    if init != "off":
+        report.rows.extend(_initial_rows(legacy, eager, mapping, init == "fail", ctx))
+    start = legacy.values() if weights is None else _weights(weights, legacy)
+    legacy.load(start)
+    eager.load({p.tf2.name: start[p.tf1.name] for p in mapping.pairs})
+    to_tf2 = mapping.tf2_name()
+
+    legacy_out = legacy.run()
+    eager_out, eager_grads = eager.run()
+    if eager.program.outputs is None:  # every key both sides return
+        eager_out = {k: v for k, v in eager_out.items() if k in legacy_out}
+    report.rows.extend(output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
+                                   sides=("TF1Program", "TF2Program")))
+    report.add(_loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed,
+                         *tol["loss"], ctx))
+    report.rows.extend(gradient_rows(legacy.gradients(),
+                                     {n: eager_grads[to_tf2[n]] for n in to_tf2},
+                                     *tol["gradients"], ctx))
+    if steps:
+        report.rows.extend(_weights_rung(legacy, eager, mapping, steps, optimizer, dtype,
+                                         *tol["weights"], ctx))
     return report
 
 
