@@ -4,7 +4,7 @@ Mirrors ``legacy_graph/cached.py``. The recompute path samples a rollout with T 
 batched ``tf.function`` forward pass, then feeds all T*N observations back for one big
 forward and backward pass. Here the rollout *is* the forward pass of the update:
 
-* every rollout step calls the same ``tf.function`` forward pass (``agent._dist_params_fn``)
+* every rollout step calls the agent's traced forward pass (the one ``dist_params`` runs)
   inside one ``GradientTape`` that is re-entered step by step (``with tape:`` per step, so
   nothing run between the steps is recorded) and keeps the ``params_t`` tensors;
 * the update concatenates them (``[T*N, P]``, time-major like the batch), builds the loss
@@ -12,8 +12,8 @@ forward and backward pass. Here the rollout *is* the forward pass of the update:
   backward pass of each recorded step from the activations the tape kept. No forward op
   runs twice.
 
-Entropy bonus, gradient clipping and the non-finite skip are the agent's own code
-(``ReinforceAgent._guarded_apply``), so both paths apply exactly the same update.
+Entropy bonus, gradient clipping and the non-finite skip are the same as every path's
+(``eager/gradient_step.py``), so both paths apply exactly the same update.
 """
 from __future__ import annotations
 
@@ -29,30 +29,39 @@ from pgtwin_core.rollout import Batch
 from pgtwin.mode_agnostic import distributions
 from pgtwin.mode_agnostic.loss import reinforce_loss
 
-from eager.agent import checked_gradients
+from eager.gradient_step import checked_gradients
 from eager.policy_call import SINGLE_THREADED
+from eager.tracing import batch_signatures
+from eager.weighted_loss import WeightedLoss
 
 
-class CachedUpdate:
-    """The loss-from-recorded-params functions of one agent, and its latest rollout recording.
+class CachedPath:
+    """The ``UpdatePath`` (``pgtwin_core.update_path``) of ``update_path='cached'``: the
+    loss-from-recorded-params functions of one agent, and its latest rollout recording.
 
     Args:
       agent: an ``eager.agent.ReinforceAgent`` with ``config.update_path='cached'``.
+      weighted: its ``WeightedLoss`` (``loss_value`` recomputes the loss from the batch;
+        the guarded apply).
+      forward: the agent's traced forward pass ``obs [N, ...] -> params [N, P]``.
     """
 
-    def __init__(self, agent):
-        self.agent = agent
+    memory = None
+
+    def __init__(self, agent, weighted: WeightedLoss,
+                 forward: tf.types.experimental.GenericFunction):
+        self.agent, self._weighted = agent, weighted
         self.num_steps, self.num_envs = agent.config.num_steps, agent.config.num_envs
-        s, dtype = agent._signatures(), agent.spec.dtype  # noqa: SLF001
+        s, dtype = batch_signatures(agent.spec), agent.spec.dtype
         params_sig = tf.TensorSpec([None, agent.spec.num_params], dtype)
         grad_sig = [tf.TensorSpec(v.shape, v.dtype) for v in agent.variables.values()]
         self.loss_fn = tf.function(self._loss, input_signature=[
             params_sig, s["actions"], s["vector"], s["vector"]])
-        self.apply_fn = tf.function(agent._guarded_apply, input_signature=[  # noqa: SLF001
+        self.apply_fn = tf.function(weighted.guarded_apply, input_signature=[
             grad_sig, tf.TensorSpec([], dtype)])
         # The traced forward pass itself: calling the concrete function skips the argument
-        # matching of a tf.function call (measured ~1.5x cheaper per recorded step).
-        self.forward = agent._dist_params_fn.get_concrete_function()  # noqa: SLF001
+        # matching of a tf.function call (docs/update_paths.md).
+        self.forward = forward.get_concrete_function()
         self.pending: RolloutRecording | None = None
 
     def _loss(self, params, actions, advantages, weights):
@@ -64,7 +73,7 @@ class CachedUpdate:
         return loss, tf.reduce_sum(weights * entropies)
 
     # ------------------------------------------------------------- rollout
-    def recorder(self) -> "RolloutRecording":
+    def rollout_policy(self) -> "RolloutRecording":
         """A new recording (the rollout's ``policy_fn``); an unfinished one is discarded."""
         if self.pending is not None and not self.pending.steps.consumed:
             self.pending.discard()
@@ -72,6 +81,10 @@ class CachedUpdate:
         return self.pending
 
     # -------------------------------------------------------------- update
+    def loss_value(self, batch: Batch) -> float:
+        """The loss on ``batch``, recomputed (the recording is left for the update)."""
+        return self._weighted.loss([self.agent.inputs(batch)])
+
     def gradients(self, batch: Batch) -> dict[str, np.ndarray]:
         """Gradient of the loss on the recorded ``batch`` (unclipped, not applied).
 
@@ -100,7 +113,7 @@ class RolloutRecording:
     path is the tensor the tape keeps).
     """
 
-    def __init__(self, cached: CachedUpdate):
+    def __init__(self, cached: CachedPath):
         self.cached = cached
         agent = cached.agent
         self.steps = RecordedSteps(agent.spec, cached.num_steps, cached.num_envs,
@@ -124,7 +137,7 @@ class RolloutRecording:
             params = tf.concat(self.params, axis=0)  # [T*N, P], row i = t*N + n
             loss, entropy = self.cached.loss_fn(params, inputs.actions, inputs.advantages,
                                                 inputs.weights)
-        # The backward pass is T small function calls too: same executor (~25% less time).
+        # The backward pass is T small function calls too: same executor (docs/update_paths.md).
         with tf.experimental.function_executor_type(SINGLE_THREADED):
             grads = checked_gradients(self.tape, loss, self.cached.agent.variables)
         self.params.clear()  # the tape has released the activations; drop the outputs too

@@ -1,8 +1,8 @@
 """Sums of numpy arrays over every replica of a ``tf.distribute`` strategy, outside ``tf.function``.
 
-The distributed episodic baselines reduce their per-episode sums this way, and a
-distributed training run gathers every replica's finished episodes and agrees on the
-checkpoint to resume from. Each is one ``strategy.reduce(SUM)``: a collective over every
+The episodic estimator reduces its per-episode sums this way (``StrategySums``, its reduce
+hook under a strategy), and a distributed training run gathers every replica's finished
+episodes and agrees on the checkpoint to resume from. Each is one ``strategy.reduce(SUM)``: a collective over every
 replica of every worker, so every worker must call it, in the same order, with arrays of
 the same shapes.
 
@@ -81,3 +81,22 @@ def rows_by_replica(strategy: tf.distribute.Strategy, replica_ids: Sequence[int]
         local.append([block])
     joined = sum_over_replicas(strategy, replica_ids, local)[0]
     return [joined[starts[r]:starts[r + 1]] for r in range(len(counts))]
+
+
+class StrategySums:
+    """``pgtwin_core.baselines.ReplicaSums`` under a strategy: ``sum_over_replicas`` and a max
+    from ``by_replica`` (each a collective every worker joins).
+
+    Args:
+      strategy: the run's strategy; replica_ids: this process's replicas' global ids.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, replica_ids: Sequence[int]):
+        self.strategy, self.replica_ids = strategy, tuple(replica_ids)
+        self.num_replicas = int(strategy.num_replicas_in_sync)
+
+    def sum(self, local: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
+        return sum_over_replicas(self.strategy, self.replica_ids, local)
+
+    def max(self, local: Sequence[float]) -> float:
+        return float(by_replica(self.strategy, self.replica_ids, local).max())

@@ -29,6 +29,7 @@ from pgtwin.mode_agnostic.per_sample import (LayerDeltas, check_method, delta_ta
                                              traced_dist_params)
 
 from eager.policy_call import direct_callable
+from eager.tracing import batch_signatures
 
 
 def vectorized_gradients(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
@@ -89,7 +90,7 @@ class PerSampleGradients:
     def _fn(self, key: str):
         if key not in self._fns:
             a, spec = self._agent, self._agent.spec
-            sig = a._signatures()  # noqa: SLF001 (same twin: the agent's batch signatures)
+            sig = batch_signatures(spec)
             bodies = {
                 "vectorized": lambda obs, actions: vectorized_gradients(
                     spec, read_weights(a.variables), obs, actions),

@@ -16,8 +16,8 @@ big forward and backward pass. Here the rollout *is* the forward pass of the upd
   op of the forward pass runs twice.
 
 Weights are read when the run is set up (at the start of the rollout), as the rollout uses
-them. Entropy bonus, gradient clipping and the non-finite skip are the agent's own ops
-(``ReinforceAgent._guarded_apply``), so both paths apply exactly the same update.
+them. Entropy bonus, gradient clipping and the non-finite skip are the same as every path's
+(``legacy_graph/gradient_step.py``), so both paths apply exactly the same update.
 """
 from __future__ import annotations
 
@@ -33,20 +33,26 @@ from pgtwin_core.rollout import Batch
 from pgtwin.mode_agnostic import distributions, forward_pass
 from pgtwin.mode_agnostic.loss import reinforce_loss
 
-from legacy_graph.agent import checked_gradients
+from legacy_graph.gradient_step import checked_gradients, guarded_apply
+from legacy_graph.policy_call import partial_step
+from legacy_graph.weighted_loss import WeightedLoss
 
 tf1 = tf.compat.v1
 
 
-class CachedUpdate:
-    """The unrolled rollout graph of one agent, and the recording of its latest rollout.
+class CachedPath:
+    """The ``UpdatePath`` (``pgtwin_core.update_path``) of ``update_path='cached'``: the
+    unrolled rollout graph of one agent, and the recording of its latest rollout.
 
     Args:
       agent: a ``legacy_graph.agent.ReinforceAgent`` with ``config.update_path='cached'``.
+      weighted: its ``WeightedLoss`` (``loss_value`` recomputes the loss from the batch).
     """
 
-    def __init__(self, agent):
-        self.agent = agent
+    memory = None
+
+    def __init__(self, agent, weighted: WeightedLoss):
+        self.agent, self._weighted = agent, weighted
         self.num_steps, self.num_envs = agent.config.num_steps, agent.config.num_envs
         with agent.graph.as_default(), tf.name_scope("cached"):
             self._build()
@@ -77,16 +83,18 @@ class CachedUpdate:
         self.grads = checked_gradients(self.loss, agent.variables)
         self.grad_norm = tf.linalg.global_norm(self.grads)
         gated_loss = tf.where(self.apply_ph, self.loss, tf.constant(np.nan, dtype))
-        self.train_op, self.applied = agent._guarded_apply(self.grads, gated_loss)  # noqa: SLF001
-        # A partial run may return its last fetches before a target op has run (measured: the
-        # next rollout then read half-updated weights), so every final fetch waits for it.
+        self.train_op, self.applied = guarded_apply(agent.optimizer, agent.variables, self.grads,
+                                                    gated_loss, agent.config.max_grad_norm)
+        # A partial run may return its last fetches before a target op has run (the next
+        # rollout would read half-updated weights: docs/update_paths.md), so every final
+        # fetch waits for it.
         with tf.control_dependencies([self.train_op]):
             self.final_fetches = [tf.identity(x) for x in
                                   [self.loss, self.grad_norm, self.entropy, self.applied]]
             self.final_fetches.append([tf.identity(g) for g in self.grads])
 
     # ------------------------------------------------------------- rollout
-    def recorder(self) -> "RolloutRecording":
+    def rollout_policy(self) -> "RolloutRecording":
         """A new recording (the rollout's ``policy_fn``); an unfinished one is discarded."""
         if self.pending is not None and not self.pending.steps.consumed:
             self.pending.discard()
@@ -94,6 +102,10 @@ class CachedUpdate:
         return self.pending
 
     # -------------------------------------------------------------- update
+    def loss_value(self, batch: Batch) -> float:
+        """The loss on ``batch``, recomputed (the recording is left for the update)."""
+        return self._weighted.loss([self.agent.inputs(batch)])
+
     def gradients(self, batch: Batch) -> dict[str, np.ndarray]:
         """Gradient of the loss on the recorded ``batch`` (unclipped, not applied).
 
@@ -121,7 +133,7 @@ class RolloutRecording:
     path stays inside the session run).
     """
 
-    def __init__(self, cached: CachedUpdate):
+    def __init__(self, cached: CachedPath):
         self.cached = cached
         agent = cached.agent
         self.steps = RecordedSteps(agent.spec, cached.num_steps, cached.num_envs,
@@ -158,25 +170,3 @@ class RolloutRecording:
         zeros = np.zeros(b, spec.np_dtype)
         self.finish(TrainInputs(obs=None, actions=actions, returns=zeros, advantages=zeros,
                                 weights=zeros), apply=False)
-
-
-def partial_step(session: tf1.Session, handle: str):
-    """``step(placeholder, fetch, value) -> array``: one ``partial_run`` of the open run
-    ``handle`` that feeds one array and fetches one tensor.
-
-    ``Session.partial_run`` parses its feeds and fetches on every call (there is no
-    ``make_callable`` for partial runs), ~4x the cost of the step's arithmetic here; this
-    calls what it ends in (``TF_SessionPRun_wrapper``) directly, as
-    ``eager/policy_call.py`` does for the eager twin, and falls back to the public call on
-    a TensorFlow without it. ``value`` must already have the placeholder's dtype and shape.
-    """
-    try:
-        from tensorflow.python.client import pywrap_tf_session
-        run, raw = pywrap_tf_session.TF_SessionPRun_wrapper, session._session  # noqa: SLF001
-    except (ImportError, AttributeError):
-        return lambda ph, fetch, value: session.partial_run(handle, fetch, {ph: value})
-
-    def step(ph: tf.Tensor, fetch: tf.Tensor, value: np.ndarray) -> np.ndarray:
-        (out,) = run(raw, handle, {ph._as_tf_output(): value}, [fetch._as_tf_output()])  # noqa: SLF001
-        return out
-    return step

@@ -84,3 +84,25 @@ def _session_callable(session, fetches, feeds, targets, run_options):
     except (ImportError, AttributeError):
         return None
     return lambda *arrays: run(session._session, handle, arrays, None)  # noqa: SLF001
+
+
+def partial_step(session: tf1.Session, handle: str):
+    """``step(placeholder, fetch, value) -> array``: one ``partial_run`` of the open run
+    ``handle`` that feeds one array and fetches one tensor.
+
+    ``Session.partial_run`` parses its feeds and fetches on every call (there is no
+    ``make_callable`` for partial runs; its cost: docs/update_paths.md); this calls what it
+    ends in (``TF_SessionPRun_wrapper``) directly, as ``direct_callable`` does for whole
+    runs, and falls back to the public call on a TensorFlow without it. ``value`` must
+    already have the placeholder's dtype and shape. Used by ``legacy_graph/cached.py``.
+    """
+    try:
+        from tensorflow.python.client import pywrap_tf_session
+        run, raw = pywrap_tf_session.TF_SessionPRun_wrapper, session._session  # noqa: SLF001 (TF's)
+    except (ImportError, AttributeError):
+        return lambda ph, fetch, value: session.partial_run(handle, fetch, {ph: value})
+
+    def step(ph: tf.Tensor, fetch: tf.Tensor, value: np.ndarray) -> np.ndarray:
+        (out,) = run(raw, handle, {ph._as_tf_output(): value}, [fetch._as_tf_output()])  # noqa: SLF001 (TF's)
+        return out
+    return step

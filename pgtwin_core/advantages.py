@@ -45,16 +45,27 @@ class TrainInputs:
         return self.weights.shape[0]
 
 
-def flat_returns(batch: Batch, config: ReinforceConfig) -> np.ndarray:
-    """Reward-to-go ``[T, N]`` float64, normalised over valid steps if configured; 0 off them."""
-    returns = discounted_returns(batch.rewards, batch.terminated, batch.truncated, config.gamma)
+def flat_returns(batch: Batch, config: ReinforceConfig,
+                 reward_to_go: np.ndarray | None = None) -> np.ndarray:
+    """Reward-to-go ``[T, N]`` float64, normalised over valid steps if configured; 0 off them.
+
+    ``reward_to_go``: the batch's ``discounted_returns`` ``[T, N]`` if the caller has them
+    already (the episodic estimator computes them once per batch).
+    """
+    returns = reward_to_go
+    if returns is None:
+        returns = discounted_returns(batch.rewards, batch.terminated, batch.truncated,
+                                     config.gamma)
     if config.normalize_returns:
         return normalize(returns, mask=batch.valid)
     return np.where(batch.valid, returns, 0.0)
 
 
-def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec) -> TrainInputs:
+def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec,
+                    reward_to_go: np.ndarray | None = None) -> TrainInputs:
     """The arrays an update is fed, in ``spec.dtype``, validated at this boundary.
+
+    ``reward_to_go``: as ``flat_returns``'s, computed here if None.
 
     Raises ``ValueError`` for a batch with no valid step (nothing to learn from), and for
     observations or actions that do not fit ``spec`` (``pgtwin_core.policy_inputs``: wrong
@@ -68,7 +79,7 @@ def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec) -> 
         )
     dtype = spec.np_dtype
     valid = batch.valid.reshape(-1)
-    returns = flat_returns(batch, config).reshape(-1)
+    returns = flat_returns(batch, config, reward_to_go).reshape(-1)
     advantages = returns
     if config.baseline == "mean":
         advantages = np.where(valid, returns - returns[valid].mean(), 0.0)

@@ -14,7 +14,10 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["discounted_returns", "normalize"]
+__all__ = ["NORMALIZE_EPS", "discounted_returns", "normalize"]
+
+NORMALIZE_EPS = 1e-8
+"""``normalize``'s default eps (the distributed agent's all-reduced normalisation uses it too)."""
 
 
 def _index_text(index: tuple[int, ...]) -> str:
@@ -161,7 +164,7 @@ def discounted_returns(
 
 
 def normalize(
-    x: ArrayLike, eps: float = 1e-8, mask: ArrayLike | None = None
+    x: ArrayLike, eps: float = NORMALIZE_EPS, mask: ArrayLike | None = None
 ) -> np.ndarray:
     """Standardises ``x`` to zero mean and unit standard deviation.
 

@@ -275,16 +275,13 @@ def test_every_baseline_matches_the_oracle(impl, kind, dtype):
         if impl == "eager" and baseline == "optimal_scalar":
             small = episodic_batch(spec, num_steps=5, num_envs=2, seed=8).batch
             agent.update(small)
-            assert set(agent._baselines().trace_counts().values()) == {1}  # noqa: SLF001
+            assert set(agent.update_path.trace_counts().values()) == {1}
         agent.close()
 
 
 def ordinary_gradients(agent, inputs) -> dict[str, np.ndarray]:
     """The agent's own backward pass of the REINFORCE loss on ``inputs`` (no baseline logic)."""
-    if agent.impl == "graph":
-        return dict(zip(agent.variables, agent.session.run(agent.grads, agent._feed(inputs))))  # noqa: SLF001
-    _, grads, _ = agent._loss_fn(*agent._args(inputs))  # noqa: SLF001
-    return {n: g.numpy() for n, g in zip(agent.variables, grads)}
+    return agent.weighted_loss.gradients([inputs])
 
 
 @pytest.mark.parametrize("kind", ("categorical_mlp", "gaussian_mlp"))

@@ -67,7 +67,7 @@ def test_cached_update_runs_no_forward_pass_over_the_batch(impl, monkeypatch):
             after = a.get_weights()
             assert any(not np.array_equal(before[n], after[n]) for n in before)
         if impl == "eager" and path == "cached":
-            assert a._cached().loss_fn.experimental_get_tracing_count() == 1
+            assert a.update_path.loss_fn.experimental_get_tracing_count() == 1
     # The counter does see recompute's redundant pass over the T*N = 5*3 batch rows ...
     assert seen["recompute", 0] == seen["recompute", 1] == [NUM_STEPS * NUM_ENVS]
     # ... and the cached update runs no forward pass at all.
@@ -155,7 +155,7 @@ def check_seed_000_loss(impl: str, a, batch) -> None:
     """Seed 000's loss: the rollout's log-probs as numpy (here ``batch.log_probs``, which
     ``collect`` computed from the numpy params) times the advantages, handed to the twin's
     ``checked_gradients``, the guard every update path goes through."""
-    agent_module = twin_module(impl, "agent")
+    agent_module = twin_module(impl, "gradient_step")
     adv = a.inputs(batch).advantages
     log_probs = batch.log_probs.reshape(-1).astype(adv.dtype)
     if impl == "graph":
@@ -184,7 +184,7 @@ def test_a_loss_missing_the_head_names_exactly_the_head_variables(impl):
     # the head's kernel and bias get None, and only they must be named. (Slicing the
     # params instead would not do: concat and split send zeros, not None, to the other part.)
     a = agent(impl, GAUSSIAN, config("recompute"))
-    agent_module = twin_module(impl, "agent")
+    agent_module = twin_module(impl, "gradient_step")
     obs = np.zeros((2, 3), a.spec.np_dtype)
     with pytest.raises(DisconnectedGradientError) as err:
         if impl == "graph":
@@ -203,7 +203,7 @@ def test_eager_cached_update_on_detached_recorded_params_raises_not_a_zero_step(
     # values (what the rollout's policy_fn hands out). The update must refuse, not apply 0.
     a = agent("eager", CATEGORICAL, config("cached"))
     batch, _ = recorded_batch(a, envs_for(CATEGORICAL))
-    recording = a._cached().pending
+    recording = a.update_path.pending
     recording.params[:] = [tf.constant(p.numpy()) for p in recording.params]
     weights = a.get_weights()
     with pytest.raises(DisconnectedGradientError) as err:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from eager.agent import ReinforceAgent, checked_gradients
+from eager.agent import ReinforceAgent
+from eager.gradient_step import checked_gradients
 from pgtwin.mode_agnostic import forward_pass
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.errors import DisconnectedGradientError

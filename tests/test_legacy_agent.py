@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from legacy_graph.agent import ReinforceAgent, checked_gradients
+from legacy_graph.agent import ReinforceAgent
+from legacy_graph.gradient_step import checked_gradients
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.errors import DisconnectedGradientError
 from pgtwin_core.specs import PolicySpec
