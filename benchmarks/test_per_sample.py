@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from benchmarks.conftest import SEED, kind_spec, obs_batch, rollout_batch
 from eager.policy_call import direct_callable as direct_callable_eager
+from eager.tracing import batch_signatures
 from legacy_graph.per_sample import xla_compiled as xla_compiled_graph
 from legacy_graph.policy_call import direct_callable as direct_callable_graph
 from pgtwin_core.config import ReinforceConfig
@@ -64,8 +65,8 @@ def aggregated(a):
     if a.impl == "graph":
         return direct_callable_graph(a.session, a.grads,
                                      [a.obs_ph, a.actions_ph, a.advantages_ph, a.weights_ph])
-    s = a._signatures()  # noqa: SLF001
-    fn = tf.function(a._loss_and_grads, autograph=False,  # noqa: SLF001
+    s = batch_signatures(a.spec)
+    fn = tf.function(a.weighted_loss.loss_and_grads, autograph=False,
                      input_signature=[s["obs"], s["actions"], s["vector"], s["vector"]],
                      jit_compile=a.config.jit_compile)
     call = direct_callable_eager(fn)
@@ -87,7 +88,7 @@ def write_floor(a):
         with a.graph.as_default():
             fetch = xla_compiled_graph(fill, [a.obs_ph, a.actions_ph])
         return direct_callable_graph(a.session, fetch, [a.obs_ph, a.actions_ph])
-    s = a._signatures()  # noqa: SLF001
+    s = batch_signatures(a.spec)
     call = direct_callable_eager(tf.function(fill, autograph=False, jit_compile=True,
                                              input_signature=[s["obs"], s["actions"]]))
     return lambda obs, act: [np.asarray(g) for g in call(obs, act)]

@@ -2,8 +2,9 @@
 
 A rollout calls the policy once per env step on a few dozen observations, so the fixed cost
 of a call, not its arithmetic, bounds env-steps per second; the update pays the same fixed
-cost once per batch. A ``tf.function`` call spends ~200 us in Python (matching the arguments
-to a trace, converting them) before TensorFlow runs anything. This module calls the one
+cost once per batch. A ``tf.function`` call spends its own time in Python (matching the
+arguments to a trace, converting them; docs/benchmarks.md, "Where the time goes") before
+TensorFlow runs anything. This module calls the one
 traced function directly, as ``ConcreteFunction.__call__`` ends up doing
 (``context.call_function``): the function's name, its flat inputs (the arrays, then the
 captured variable handles) and the call attributes. No gradient tape records the call.

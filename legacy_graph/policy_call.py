@@ -3,14 +3,15 @@
 A rollout calls the policy once per env step on a few dozen observations, so the fixed cost
 of a call, not its arithmetic, bounds env-steps per second; the update pays the same fixed
 cost once per batch. ``Session.run`` (and ``make_callable`` with feeds, which delegates to it)
-parses its feeds and fetches in Python on every call, ~100 us. A session *callable*
+parses its feeds and fetches in Python on every call. A session *callable*
 (``Session::MakeCallable``, which ``Session._make_callable_from_options`` wraps, as Keras'
 TF1 backend used it) fixes feeds, fetches and run options once; a call then only converts the
 arrays. The policy also runs with ``inter_op_thread_pool=-1``: its few ops run in the
 caller's thread instead of being handed one by one to the inter-op pool (TensorFlow
-recommends it for exactly such small graphs). Together they take the policy call from ~120 us
-to ~30 us. Mirrors ``eager/policy_call.py``, which calls the traced function directly and
-runs the policy on the single-threaded executor.
+recommends it for exactly such small graphs). What each saves is measured in
+docs/benchmarks.md ("Where the time goes"). Mirrors ``eager/policy_call.py``, which calls
+the traced function directly and runs the policy on the single-threaded executor. The
+cached path's partial runs get the same shortcut (``partial_step``).
 """
 from __future__ import annotations
 
