@@ -23,8 +23,11 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin_core.sampling import log_softmax
+from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.tf1_side import TF1Side
 
+_SOFTMAX_OPS = {"LogSoftmax", "Softmax", "SparseSoftmaxCrossEntropyWithLogits",
+                "SoftmaxCrossEntropyWithLogits"}
 _EPS = 1e-7  # Keras' backend epsilon, used to clip probabilities when from_logits=False
 
 
@@ -130,16 +133,9 @@ def _replacement(tf1: TF1Side, op: tf.Operation, wrong_log_p) -> dict:
 
 def _softmax_ops(tf1: TF1Side) -> list[tf.Operation]:
     """The softmax-family ops the TF1 loss depends on, nearest the loss first."""
-    kinds = {"LogSoftmax", "Softmax", "SparseSoftmaxCrossEntropyWithLogits",
-             "SoftmaxCrossEntropyWithLogits"}
-    seen, queue, found = {tf1.loss.op}, [tf1.loss.op], []
-    while queue:
-        op = queue.pop(0)
-        if op.type in kinds:
-            found.append(op)
-            continue
-        for parent in (t.op for t in op.inputs):
-            if parent not in seen:
-                seen.add(parent)
-                queue.append(parent)
-    return found
+    return [op for op in upstream_ops(tf1.loss, control=False, stop=_is_softmax)
+            if _is_softmax(op)]
+
+
+def _is_softmax(op: tf.Operation) -> bool:
+    return op.type in _SOFTMAX_OPS

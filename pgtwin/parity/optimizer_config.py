@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.ladder import Row
 
 tf1 = tf.compat.v1
@@ -63,15 +64,8 @@ def tf1_optimizer(train_op: Any, session: Any, feed: Mapping | None = None,
     """
     start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
     targets = {v.op for v in variables} if variables is not None else set()
-    seen, stack, applies = {start}, [start], []
-    while stack:
-        op = stack.pop()
-        if _op_kind(op.type) and (variables is None or op.inputs[0].op in targets):
-            applies.append(op)
-        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
-            if parent not in seen:
-                seen.add(parent)
-                stack.append(parent)
+    applies = [op for op in upstream_ops(start) if _op_kind(op.type)
+               and (variables is None or op.inputs[0].op in targets)]
     if not applies:
         return "none", {}
     found = {}

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pgtwin.parity.code_checks import LegacyCodeError, eager_guard, explain_build_error, require_eager
+from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_build_error,
+                                       require_eager)
+from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.programs import TF1Program, resolve
 from pgtwin.parity.tf_patches import replaced
 from pgtwin.parity.variable_mapping import VariableInfo
@@ -191,7 +193,7 @@ class TF1Side:
                              f"input {missing}, inputs without a feed {extra} (feeds: "
                              f"{sorted(self.placeholders)})")
         fed = {p.op for p in self.placeholders.values()}
-        unfed = sorted(op.name for op in _ancestors(self.loss)
+        unfed = sorted(op.name for op in upstream_ops(self.loss)
                        if op.type == "Placeholder" and op not in fed)
         if unfed:
             raise FeedError(f"the TF1 loss needs placeholders {unfed}, which {what}.feeds "
@@ -233,7 +235,7 @@ class TF1Side:
     def initializer_kind(self, name: str) -> str:
         """The random op that makes the variable's initial value (``RandomUniform`` ...)."""
         v = self.variables[name]
-        kinds = sorted({op.type for op in _ancestors(v.initializer)
+        kinds = sorted({op.type for op in upstream_ops(v.initializer)
                         if op.type.startswith(("Random", "TruncatedNormal", "Qr",
                                                "StatelessRandom"))})
         return "+".join(kinds) or "constant"
@@ -325,30 +327,11 @@ def build_in_graph(program: TF1Program, what: str) -> tuple[Any, tf.Graph]:
     return obj, graph
 
 
-def _ancestors(root: Any) -> list[tf.Operation]:
-    """Every op ``root`` (a tensor or op) depends on through data and control inputs."""
-    start = root.op if isinstance(root, tf.Tensor) else root
-    seen, stack = {start}, [start]
-    while stack:
-        op = stack.pop()
-        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
-            if parent not in seen:
-                seen.add(parent)
-                stack.append(parent)
-    return list(seen)
-
-
 def _variable_ops(tensor: tf.Tensor) -> set[tf.Operation]:
     """The variable ops ``tensor`` reads through data inputs (not control inputs)."""
-    seen, stack = {tensor.op}, [tensor.op]
-    found = set()
-    while stack:
-        op = stack.pop()
-        if op.type in _VARIABLE_OPS:
-            found.add(op)
-            continue
-        for parent in (t.op for t in op.inputs):
-            if parent not in seen:
-                seen.add(parent)
-                stack.append(parent)
-    return found
+    return {op for op in upstream_ops(tensor, control=False, stop=_is_variable)
+            if _is_variable(op)}
+
+
+def _is_variable(op: tf.Operation) -> bool:
+    return op.type in _VARIABLE_OPS
