@@ -18,10 +18,11 @@ import tensorflow as tf
 
 from pgtwin_core import policy_inputs
 from pgtwin_core.advantages import flat_returns
-from pgtwin_core.baselines import EPISODIC, EpisodicUpdate
+from pgtwin_core.baselines import EpisodicUpdate
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.rollout import Batch
 from pgtwin_core.specs import PolicySpec
+from pgtwin_core.path_choice import path_kind
 
 from eager.agent import ReinforceAgent
 from eager.all_reduced import AllReducedLoss, AllReducedPath
@@ -74,7 +75,7 @@ class DistributedReinforceAgent(ReinforceAgent):
         self.all_reduced_loss = AllReducedLoss(self.strategy, self.replica_ids,
                                                self.weighted_loss)
         """The loss over every replica and the apply of a global gradient (``eager/all_reduced.py``)."""
-        if self.config.baseline in EPISODIC:
+        if path_kind(self.config) == "episodic":
             shapes = {n: tuple(v.shape) for n, v in self.variables.items()}
             return EpisodicUpdate(self.config, self.spec, self.all_reduced_loss,
                                   self.per_sample_gradients, self.dist_params,

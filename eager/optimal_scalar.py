@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin_core.rollout import Batch
+from pgtwin_core.update_path import returns_args
 
 from pgtwin.mode_agnostic import distributions, per_sample
 from pgtwin.mode_agnostic.loss import reinforce_loss
@@ -83,8 +84,7 @@ class OptimalScalarPath:
         return {k: f.experimental_get_tracing_count() for k, f in fns.items()}
 
     def _args(self, batch: Batch) -> tuple[np.ndarray, ...]:
-        inputs = self._inputs(batch)
-        return inputs.obs, inputs.actions, inputs.returns, inputs.weights
+        return returns_args(self._inputs(batch))
 
     def rollout_policy(self):
         return self._policy

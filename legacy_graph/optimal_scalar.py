@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin_core.rollout import Batch
+from pgtwin_core.update_path import returns_args
 
 from pgtwin.mode_agnostic import distributions, per_sample
 from pgtwin.mode_agnostic.loss import reinforce_loss
@@ -64,8 +65,7 @@ class OptimalScalarPath:
         self._train_call = direct_callable(agent.session, metrics, feeds, targets=[train_op])
 
     def _args(self, batch: Batch) -> tuple[np.ndarray, ...]:
-        inputs = self._inputs(batch)
-        return inputs.obs, inputs.actions, inputs.returns, inputs.weights
+        return returns_args(self._inputs(batch))
 
     def rollout_policy(self):
         return self._policy

@@ -1,19 +1,11 @@
-"""The one choice of a graph agent's update path, made when it is built. Mirrors
+"""The one choice of the graph agent's update path, made when it is built
+(``pgtwin_core.path_choice`` reads it off the config). Mirrors
 ``eager/update_paths.py``.
-
-Every path follows ``pgtwin_core.update_path.UpdatePath`` and runs the agent's
-``WeightedLoss``; which one is read off the config once:
-
-    baseline optimal_scalar                  OptimalScalarPath   (legacy_graph/optimal_scalar.py)
-    baseline optimal_*_episodic / _param / _time
-                                             EpisodicUpdate      (pgtwin_core.baselines)
-    update_path cached                       CachedPath          (legacy_graph/cached.py)
-    otherwise                                RecomputePath       (pgtwin_core.update_path)
 """
 from __future__ import annotations
 
-from pgtwin_core.baselines import EPISODIC, EpisodicUpdate
-from pgtwin_core.update_path import RecomputePath, UpdatePath
+from pgtwin_core.path_choice import chosen_path
+from pgtwin_core.update_path import UpdatePath
 
 from legacy_graph.cached import CachedPath
 from legacy_graph.optimal_scalar import OptimalScalarPath
@@ -27,12 +19,5 @@ def update_path(agent, weighted: WeightedLoss) -> UpdatePath:
       agent: a ``legacy_graph.agent.ReinforceAgent`` whose graph and session exist.
       weighted: its ``WeightedLoss``.
     """
-    config = agent.config
-    if config.baseline == "optimal_scalar":
-        return OptimalScalarPath(agent)
-    if config.baseline in EPISODIC:
-        return EpisodicUpdate(config, agent.spec, weighted, agent.per_sample_gradients,
-                              agent.dist_params)
-    if config.update_path == "cached":
-        return CachedPath(agent, weighted)
-    return RecomputePath(weighted, agent.inputs, agent.dist_params)
+    return chosen_path(agent, weighted, lambda: OptimalScalarPath(agent),
+                       lambda: CachedPath(agent, weighted))

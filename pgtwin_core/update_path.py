@@ -1,13 +1,9 @@
 """The protocol every update path follows, and the plain ``recompute`` path (no TensorFlow here).
 
-An agent picks one update path when it is built (``legacy_graph.update_paths`` /
-``eager.update_paths``) and hands ``loss_value``, ``gradients``, ``update`` and
-``rollout_policy`` to it; nothing branches on the path again. The paths: ``RecomputePath``
-(below: the loss recomputed from the batch), the twins' ``CachedPath`` (the rollout's
-forward passes kept for the update), their ``OptimalScalarPath`` (per-step b*) and the
-episodic baselines' ``pgtwin_core.baselines.EpisodicUpdate``. All of them run the twin's
-``WeightedLoss``: the REINFORCE loss on given inputs, one ``TrainInputs`` per local replica
-(a single one on one device).
+An agent picks one update path when it is built (``pgtwin_core.path_choice``) and hands
+``loss_value``, ``gradients``, ``update`` and ``rollout_policy`` to it; nothing branches on
+the path again. All of them run the twin's ``WeightedLoss``: the REINFORCE loss on given inputs, one
+``TrainInputs`` per local replica (a single one on one device).
 """
 from __future__ import annotations
 
@@ -63,6 +59,12 @@ class UpdatePath(Protocol):
     def update(self, batch: Batch) -> dict[str, Any]:
         """One optimizer step; metrics ``loss``, ``grad_norm``, ``entropy``, ``applied``
         (False: a non-finite loss or gradient skipped it) and the path's own."""
+
+
+def returns_args(inputs: TrainInputs) -> tuple[np.ndarray, ...]:
+    """``(obs, actions, returns, weights)``: what a path that fits its own baseline to the
+    returns (``OptimalScalarPath``) is fed."""
+    return inputs.obs, inputs.actions, inputs.returns, inputs.weights
 
 
 class RecomputePath:

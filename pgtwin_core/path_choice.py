@@ -1,0 +1,42 @@
+"""Which update path a config asks for, chosen once when an agent is built (no TensorFlow here).
+
+::
+
+    baseline optimal_scalar                 "optimal_scalar"  the twins' OptimalScalarPath
+    an episodic baseline (EPISODIC)         "episodic"        pgtwin_core.baselines.EpisodicUpdate
+    update_path cached                      "cached"          the twins' CachedPath
+    otherwise                               "recompute"       pgtwin_core.update_path.RecomputePath
+
+Each twin's ``update_paths.py`` hands ``chosen_path`` the builders of its own two paths.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from pgtwin_core.baselines import EPISODIC, EpisodicUpdate
+from pgtwin_core.update_path import RecomputePath, UpdatePath, WeightedLoss
+
+
+def path_kind(config) -> str:
+    """Which update path ``config`` (a ``ReinforceConfig``) asks for (module doc)."""
+    if config.baseline == "optimal_scalar":
+        return "optimal_scalar"
+    if config.baseline in EPISODIC:
+        return "episodic"
+    return "cached" if config.update_path == "cached" else "recompute"
+
+
+def chosen_path(agent, weighted: WeightedLoss, optimal_scalar: Callable[[], UpdatePath],
+                cached: Callable[[], UpdatePath]) -> UpdatePath:
+    """The update path ``agent.config`` asks for: the shared ones built here (over the twin's
+    ``weighted`` loss and the agent's public ``per_sample_gradients``, ``inputs`` and
+    ``dist_params``), the twin's own by the callables it passes."""
+    kind = path_kind(agent.config)
+    if kind == "optimal_scalar":
+        return optimal_scalar()
+    if kind == "episodic":
+        return EpisodicUpdate(agent.config, agent.spec, weighted, agent.per_sample_gradients,
+                              agent.dist_params)
+    if kind == "cached":
+        return cached()
+    return RecomputePath(weighted, agent.inputs, agent.dist_params)
