@@ -75,7 +75,7 @@ def agent_for(variant: str, kind_name: str):
     impl = "graph" if variant == "graph" else "eager"
     key = (impl, kind_name)
     _, spec = kind_spec(kind_name)
-    weights = init_weights(spec, SEED)
+    weights = init_weights(spec, SEED, dtype=BENCH_CONFIG.dtype)
     if key not in _AGENTS:
         _AGENTS[key] = agent_class(impl)(spec, BENCH_CONFIG, weights=weights)
     agent = _AGENTS[key]
@@ -92,9 +92,9 @@ def _close_agents():
 
 
 def kind_spec(kind_name: str) -> tuple[PolicyKind, PolicySpec]:
-    """The registered policy kind and its float32 spec."""
+    """The registered policy kind and its spec."""
     kind = POLICY_KINDS[kind_name]
-    return kind, kind.spec("float32")
+    return kind, kind.spec()
 
 
 def shape_for(batch_size: int) -> tuple[int, int]:
@@ -137,6 +137,6 @@ def eager_mode(variant: str):
     return functions_run_eagerly(variant == "eager")
 
 
-def obs_batch(spec: PolicySpec, size: int, seed: int = SEED) -> np.ndarray:
-    """Observations ``[size, *obs_shape]`` of ``spec``'s dtype, standard normal."""
-    return np.random.default_rng(seed).standard_normal((size, *spec.obs_shape)).astype(spec.np_dtype)
+def obs_batch(spec: PolicySpec, dtype: str, size: int, seed: int = SEED) -> np.ndarray:
+    """Observations ``[size, *obs_shape]`` of ``dtype``, standard normal."""
+    return np.random.default_rng(seed).standard_normal((size, *spec.obs_shape)).astype(dtype)

@@ -24,7 +24,7 @@ ENV_ID, NUM_ENVS, NUM_STEPS = POLICY_KINDS[KIND].env_id, 64, 32
 def rollout_policy(agent, variant: str):
     """The policy the rollout calls; for ``eager``, the tf.function's body op by op."""
     if variant == "eager":
-        return lambda obs: agent._dist_params_fn(policy_inputs.as_obs(agent.spec, obs)).numpy()
+        return lambda obs: agent._dist_params_fn(policy_inputs.as_obs(agent.spec, obs, dtype=agent.config.dtype)).numpy()
     return agent.rollout_policy()
 
 

@@ -38,11 +38,11 @@ _AGENTS: dict[tuple, object] = {}
 def agent(impl: str, kind_name: str, baseline: str = "none"):
     """One agent per (twin, kind, baseline), at the initial weights (reset on every call)."""
     _, spec = kind_spec(kind_name)
-    weights = init_weights(spec, SEED)
+    # lr 1e-6: hundreds of rounds on one batch must not drive the policy to log pi = -inf
+    config = ReinforceConfig(baseline=baseline, learning_rate=1e-6)
+    weights = init_weights(spec, SEED, dtype=config.dtype)
     key = (impl, kind_name, baseline)
     if key not in _AGENTS:
-        # lr 1e-6: hundreds of rounds on one batch must not drive the policy to log pi = -inf
-        config = ReinforceConfig(baseline=baseline, learning_rate=1e-6)
         _AGENTS[key] = agent_class(impl)(spec, config, weights=weights)
     _AGENTS[key].set_weights(weights)
     return _AGENTS[key]
@@ -65,7 +65,7 @@ def aggregated(a):
     if a.impl == "graph":
         return direct_callable_graph(a.session, a.grads,
                                      [a.obs_ph, a.actions_ph, a.advantages_ph, a.weights_ph])
-    s = batch_signatures(a.spec)
+    s = batch_signatures(a.spec, a.config.dtype)
     fn = tf.function(a.weighted_loss.loss_and_grads, autograph=False,
                      input_signature=[s["obs"], s["actions"], s["vector"], s["vector"]],
                      jit_compile=a.config.jit_compile)
@@ -88,17 +88,17 @@ def write_floor(a):
         with a.graph.as_default():
             fetch = xla_compiled_graph(fill, [a.obs_ph, a.actions_ph])
         return direct_callable_graph(a.session, fetch, [a.obs_ph, a.actions_ph])
-    s = batch_signatures(a.spec)
+    s = batch_signatures(a.spec, a.config.dtype)
     call = direct_callable_eager(tf.function(fill, autograph=False, jit_compile=True,
                                              input_signature=[s["obs"], s["actions"]]))
     return lambda obs, act: [np.asarray(g) for g in call(obs, act)]
 
 
-def inputs(spec, size: int):
+def inputs(spec, dtype: str, size: int):
     rng = np.random.default_rng(SEED)
     actions = (rng.integers(0, spec.action_size, size) if spec.is_discrete
-               else rng.standard_normal((size, spec.action_size)).astype(spec.np_dtype))
-    return obs_batch(spec, size), actions
+               else rng.standard_normal((size, spec.action_size)).astype(dtype))
+    return obs_batch(spec, dtype, size), actions
 
 
 PER_SAMPLE_CASES = [(impl, kind, size, method)
@@ -113,13 +113,13 @@ PER_SAMPLE_CASES = [(impl, kind, size, method)
 @pytest.mark.parametrize("impl,kind_name,batch_size,method", PER_SAMPLE_CASES)
 def test_per_sample(benchmark, impl, kind_name, batch_size, method):
     a = agent(impl, kind_name)
-    obs, actions = inputs(a.spec, batch_size)
+    obs, actions = inputs(a.spec, a.config.dtype, batch_size)
     benchmark.group = f"per-sample: {impl} {kind_name} B={batch_size}"
     benchmark.extra_info.update(label=method, twin=impl, kind=kind_name, batch_size=batch_size)
     if method == "aggregated":
         fn = aggregated(a)
-        adv = np.ones(batch_size, a.spec.np_dtype)
-        w = np.full(batch_size, 1.0 / batch_size, a.spec.np_dtype)
+        adv = np.ones(batch_size, a.config.dtype)
+        w = np.full(batch_size, 1.0 / batch_size, a.config.dtype)
         call = lambda: fn(obs, actions, adv, w)  # noqa: E731
     elif method == "sq_norms":
         call = lambda: a.per_sample_sq_norms(obs, actions)  # noqa: E731

@@ -23,14 +23,14 @@ def params_fn(agent, variant: str):
     if variant in ("graph", "function"):
         return agent.dist_params  # the rollout's path in both twins
     # ``eager`` (inside run_functions_eagerly) and ``function_plain``: the tf.function itself.
-    return lambda obs: agent._dist_params_fn(policy_inputs.as_obs(agent.spec, obs)).numpy()
+    return lambda obs: agent._dist_params_fn(policy_inputs.as_obs(agent.spec, obs, dtype=agent.config.dtype)).numpy()
 
 
 @pytest.mark.parametrize("num_obs", [1, 64])
 @pytest.mark.parametrize("variant", ["graph", "eager", "function", PLAIN])
 def test_policy_step(benchmark, variant, num_obs):
     agent = agent_for(variant, KIND)
-    obs = obs_batch(agent.spec, num_obs)
+    obs = obs_batch(agent.spec, agent.config.dtype, num_obs)
     rng = np.random.default_rng(0)
     call = params_fn(agent, variant)
 

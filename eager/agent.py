@@ -38,9 +38,10 @@ class ReinforceAgent:
     """A REINFORCE learner in TF2 eager with ``tf.function`` hot paths.
 
     Args:
-      spec: the policy; computed in ``config.dtype`` (the config decides the dtype).
-      config: hyperparameters.
-      weights: initial numpy weights by canonical name; ``init_weights(spec, seed)`` if None.
+      spec: the policy network.
+      config: hyperparameters, ``config.dtype`` the dtype of every weight and computation.
+      weights: initial numpy weights by canonical name; ``init_weights(spec, seed, dtype=...)``
+        if None.
       seed: seeds the initial weights (when ``weights`` is None).
     """
 
@@ -48,10 +49,11 @@ class ReinforceAgent:
 
     def __init__(self, spec: PolicySpec, config: ReinforceConfig = ReinforceConfig(),
                  weights: dict[str, np.ndarray] | None = None, seed: int = 0):
-        self.spec = spec.with_dtype(config.dtype)
+        self.spec = spec
         self.config = config
-        weights = init_weights(self.spec, seed) if weights is None else weights
-        self.policy = network.PolicyVariables(self.spec, check_weights(self.spec, weights))
+        dtype = config.dtype
+        weights = init_weights(spec, seed, dtype=dtype) if weights is None else weights
+        self.policy = network.PolicyVariables(spec, check_weights(spec, weights, dtype=dtype))
         self.variables = self.policy.variables_by_name
         self.optimizer = make_optimizer(config)
         self.optimizer.build(list(self.variables.values()))
@@ -65,7 +67,7 @@ class ReinforceAgent:
 
     # ------------------------------------------------------------ functions
     def _build_functions(self) -> None:
-        s = batch_signatures(self.spec)
+        s = batch_signatures(self.spec, self.config.dtype)
         self._dist_params_fn = traced(self._params, input_signature=[s["obs"]])
         self._log_prob_fn = traced(self._log_prob, input_signature=[s["obs"], s["actions"]])
         # The numpy path of the same single trace, for the once-per-env-step rollout calls.
@@ -90,7 +92,7 @@ class ReinforceAgent:
     # --------------------------------------------------------------- policy
     def dist_params(self, obs: np.ndarray) -> np.ndarray:
         """Distribution parameters ``[B, num_params]`` for observations ``[B, *obs_shape]``."""
-        return self._dist_params_call(policy_inputs.as_obs(self.spec, obs))
+        return self._dist_params_call(policy_inputs.as_obs(self.spec, obs, dtype=self.config.dtype))
 
     def rollout_policy(self):
         """The ``policy_fn`` for ``pgtwin_core.rollout.collect`` before the next update.
@@ -101,9 +103,10 @@ class ReinforceAgent:
         return self.update_path.rollout_policy()
 
     def log_prob(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """log pi(a|s) ``[B]`` in the spec's dtype."""
-        obs = policy_inputs.as_obs(self.spec, obs)
-        actions = policy_inputs.as_actions(self.spec, actions, obs.shape[0])
+        """log pi(a|s) ``[B]`` in ``config.dtype``."""
+        dtype = self.config.dtype
+        obs = policy_inputs.as_obs(self.spec, obs, dtype=dtype)
+        actions = policy_inputs.as_actions(self.spec, actions, obs.shape[0], dtype=dtype)
         return self._log_prob_fn(obs, actions).numpy()
 
     def per_sample_gradients(self, obs: np.ndarray, actions: np.ndarray,
@@ -164,7 +167,7 @@ class ReinforceAgent:
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
         """Load weights (validated against the spec: missing, extra or misshapen raise)."""
-        weights = check_weights(self.spec, weights)
+        weights = check_weights(self.spec, weights, dtype=self.config.dtype)
         for name, v in self.variables.items():
             v.assign(weights[name])
 

@@ -126,7 +126,7 @@ class AllReducedLoss:
 
         Every worker must pass the same values (as after ``gradients``).
         """
-        values = [np.asarray(grads[n], self.weighted.spec.np_dtype) for n in self.weighted.variables]
+        values = [np.asarray(grads[n], self.weighted.config.dtype) for n in self.weighted.variables]
         if not all(np.isfinite(v).all() for v in values):
             return False
         mirrored = self.strategy.experimental_distribute_values_from_function(
@@ -165,7 +165,7 @@ class AllReducedPath:
         """One replica's share of the update, reduced over all replicas.
 
         Args (this replica's batch, B_r = T * N_r samples):
-          obs: ``[B_r, *obs_shape]`` spec dtype; actions: int64 ``[B_r]`` or ``[B_r, d]``.
+          obs: ``[B_r, *obs_shape]`` of ``config.dtype``; actions: int64 ``[B_r]`` or ``[B_r, d]``.
           returns: float64 ``[B_r]`` discounted reward-to-go, 0 on invalid steps (data).
           valid: float64 ``[B_r]`` 1.0 on steps that belong to an episode (data).
 
@@ -178,7 +178,7 @@ class AllReducedPath:
         if self.config.normalize_returns:
             returns = global_normalize(ctx, returns, valid, count)
         advantages, baseline = self._advantages(ctx, obs, actions, returns, valid, count)
-        dtype = self.spec.dtype
+        dtype = self.config.dtype
         loss, grads, entropy = self._loss.weighted.loss_and_grads(
             obs, actions, tf.cast(advantages, dtype), tf.cast(valid / count, dtype))
         grads = ctx.all_reduce(SUM, grads)

@@ -52,7 +52,8 @@ class CachedPath:
                  forward: tf.types.experimental.GenericFunction):
         self.agent, self._weighted = agent, weighted
         self.num_steps, self.num_envs = agent.config.num_steps, agent.config.num_envs
-        s, dtype = batch_signatures(agent.spec), agent.spec.dtype
+        dtype = agent.config.dtype
+        s = batch_signatures(agent.spec, dtype)
         params_sig = tf.TensorSpec([None, agent.spec.num_params], dtype)
         grad_sig = [tf.TensorSpec(v.shape, v.dtype) for v in agent.variables.values()]
         self.loss_fn = tf.function(self._loss, input_signature=[
@@ -117,7 +118,7 @@ class RolloutRecording:
         self.cached = cached
         agent = cached.agent
         self.steps = RecordedSteps(agent.spec, cached.num_steps, cached.num_envs,
-                                   agent.get_weights())
+                                   agent.get_weights(), dtype=agent.config.dtype)
         self.tape = tf.GradientTape()
         self.params: list[tf.Tensor] = []
 

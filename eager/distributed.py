@@ -107,12 +107,13 @@ class DistributedReinforceAgent(ReinforceAgent):
         the global statistics); ``valid`` is float64 0/1.
         """
         returns = flat_returns(batch, self.config.replace(normalize_returns=False))
-        obs = batch.obs.reshape(-1, *batch.obs.shape[2:]).astype(self.spec.np_dtype, copy=False)
+        dtype = self.config.dtype
+        obs = batch.obs.reshape(-1, *batch.obs.shape[2:]).astype(dtype, copy=False)
         actions = batch.actions.reshape(-1, *batch.actions.shape[2:])
         if not self.spec.is_discrete:
-            actions = actions.astype(self.spec.np_dtype)
-        policy_inputs.as_obs(self.spec, obs, "batch.obs")
-        policy_inputs.as_actions(self.spec, actions, obs.shape[0], "batch.actions")
+            actions = actions.astype(dtype)
+        policy_inputs.as_obs(self.spec, obs, "batch.obs", dtype=dtype)
+        policy_inputs.as_actions(self.spec, actions, obs.shape[0], "batch.actions", dtype=dtype)
         return (obs, actions, returns.reshape(-1).astype(np.float64),
                 batch.valid.reshape(-1).astype(np.float64))
 

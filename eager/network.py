@@ -15,12 +15,13 @@ from pgtwin_core.specs import PolicySpec
 class PolicyVariables(tf.Module):
     """The spec's ``tf.Variable``s under their canonical names (``policy/dense_0/kernel`` ...).
 
-    Tracked by ``tf.train.Checkpoint`` through the ``variables_by_name`` dict.
+    Tracked by ``tf.train.Checkpoint`` through the ``variables_by_name`` dict. Each variable
+    takes its weight's dtype (``check_weights`` casts them to ``ReinforceConfig.dtype``).
     """
 
     def __init__(self, spec: PolicySpec, weights: dict[str, np.ndarray]):
         super().__init__(name="policy_variables")
         self.variables_by_name = {
-            name: tf.Variable(weights[name], dtype=spec.dtype, name=name)
+            name: tf.Variable(weights[name], name=name)
             for name in spec.weight_shapes()
         }

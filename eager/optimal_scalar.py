@@ -41,7 +41,7 @@ class OptimalScalarPath:
         self.spec, self.config = agent.spec, agent.config
         self.variables, self.optimizer = agent.variables, agent.optimizer
         self._inputs, self._policy = agent.inputs, agent.dist_params
-        s = batch_signatures(self.spec)
+        s = batch_signatures(self.spec, self.config.dtype)
         sig = [s["obs"], s["actions"], s["vector"], s["vector"]]
         # As the agent's own train step: XLA for the train step, which fuses Keras Adam's
         # small ops.

@@ -90,7 +90,7 @@ class PerSampleGradients:
     def _fn(self, key: str):
         if key not in self._fns:
             a, spec = self._agent, self._agent.spec
-            sig = batch_signatures(spec)
+            sig = batch_signatures(spec, a.config.dtype)
             bodies = {
                 "vectorized": lambda obs, actions: vectorized_gradients(
                     spec, read_weights(a.variables), obs, actions),
@@ -125,8 +125,9 @@ class PerSampleGradients:
         return {k: f.experimental_get_tracing_count() for k, f in self._fns.items()}
 
     def _inputs(self, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        obs = policy_inputs.as_obs(self._agent.spec, obs)
-        return obs, policy_inputs.as_actions(self._agent.spec, actions, obs.shape[0])
+        spec, dtype = self._agent.spec, self._agent.config.dtype
+        obs = policy_inputs.as_obs(spec, obs, dtype=dtype)
+        return obs, policy_inputs.as_actions(spec, actions, obs.shape[0], dtype=dtype)
 
     def gradients(self, obs: np.ndarray, actions: np.ndarray,
                   method: str = "vectorized") -> dict[str, np.ndarray]:

@@ -13,10 +13,9 @@ import tensorflow as tf
 from pgtwin_core.specs import PolicySpec
 
 
-def batch_signatures(spec: PolicySpec) -> dict[str, tf.TensorSpec]:
+def batch_signatures(spec: PolicySpec, dtype: str) -> dict[str, tf.TensorSpec]:
     """``{"obs": [None, *obs_shape], "actions": int64 [None] or [None, d], "vector": [None]}``
-    in the spec's dtype: the inputs of one batch, any size."""
-    dtype = spec.dtype
+    in ``dtype`` (``ReinforceConfig.dtype``): the inputs of one batch, any size."""
     act = (tf.TensorSpec([None], tf.int64) if spec.is_discrete
            else tf.TensorSpec([None, spec.action_size], dtype))
     return {"obs": tf.TensorSpec([None, *spec.obs_shape], dtype), "actions": act,

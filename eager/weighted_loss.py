@@ -36,7 +36,7 @@ class WeightedLoss:
     traceable loss the distributed agent runs inside each replica.
 
     Args:
-      spec, config: the agent's (``spec`` in the config's dtype).
+      spec, config: the agent's (``config.dtype`` the dtype of inputs and weights).
       variables: the policy variables by canonical name.
       optimizer: the agent's built Keras optimizer.
     """
@@ -44,7 +44,7 @@ class WeightedLoss:
     def __init__(self, spec: PolicySpec, config: ReinforceConfig,
                  variables: dict[str, tf.Variable], optimizer: tf.keras.optimizers.Optimizer):
         self.spec, self.config, self.variables, self.optimizer = spec, config, variables, optimizer
-        s = batch_signatures(spec)
+        s = batch_signatures(spec, config.dtype)
         batch_sig = [s["obs"], s["actions"], s["vector"], s["vector"]]
         grad_sig = [[tf.TensorSpec(v.shape, v.dtype) for v in variables.values()]]
         self.loss_fn = traced(self.loss_and_grads, input_signature=batch_sig)
@@ -77,7 +77,7 @@ class WeightedLoss:
 
     def apply_step(self, grads: list[tf.Tensor]) -> tf.Tensor:
         """The guarded apply of given gradients (their finiteness guards it; traceable)."""
-        return self.guarded_apply(grads, tf.constant(0.0, self.spec.dtype))
+        return self.guarded_apply(grads, tf.constant(0.0, self.config.dtype))
 
     def trace_counts(self) -> dict[str, int]:
         """How often each ``tf.function`` has been traced (1 after warm-up, never more)."""
@@ -108,5 +108,5 @@ class WeightedLoss:
         return float(loss), float(norm), float(ent), bool(applied)
 
     def apply(self, grads: dict[str, np.ndarray]) -> bool:
-        values = [tf.constant(np.asarray(grads[n], self.spec.np_dtype)) for n in self.variables]
+        values = [tf.constant(np.asarray(grads[n], self.config.dtype)) for n in self.variables]
         return bool(self.apply_fn(values))

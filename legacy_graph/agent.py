@@ -41,9 +41,10 @@ class ReinforceAgent:
     """A REINFORCE learner built as a TF1 graph.
 
     Args:
-      spec: the policy; computed in ``config.dtype`` (the config decides the dtype).
-      config: hyperparameters.
-      weights: initial numpy weights by canonical name; ``init_weights(spec, seed)`` if None.
+      spec: the policy network.
+      config: hyperparameters, ``config.dtype`` the dtype of every weight and computation.
+      weights: initial numpy weights by canonical name; ``init_weights(spec, seed, dtype=...)``
+        if None.
       seed: seeds the initial weights (when ``weights`` is None).
     """
 
@@ -51,10 +52,11 @@ class ReinforceAgent:
 
     def __init__(self, spec: PolicySpec, config: ReinforceConfig = ReinforceConfig(),
                  weights: dict[str, np.ndarray] | None = None, seed: int = 0):
-        self.spec = spec.with_dtype(config.dtype)
+        self.spec = spec
         self.config = config
-        weights = init_weights(self.spec, seed) if weights is None else weights
-        weights = check_weights(self.spec, weights)
+        dtype = config.dtype
+        weights = init_weights(spec, seed, dtype=dtype) if weights is None else weights
+        weights = check_weights(spec, weights, dtype=dtype)
         self.graph = tf.Graph()
         with self.graph.as_default():
             self._build()
@@ -71,8 +73,8 @@ class ReinforceAgent:
 
     # ----------------------------------------------------------------- graph
     def _build(self) -> None:
-        spec, dtype = self.spec, self.spec.dtype
-        self.variables = network.create_variables(spec)
+        spec, dtype = self.spec, self.config.dtype
+        self.variables = network.create_variables(spec, dtype)
         self.obs_ph = tf1.placeholder(dtype, [None, *spec.obs_shape], name="obs")
         act_shape = [None] if spec.is_discrete else [None, spec.action_size]
         self.actions_ph = tf1.placeholder(tf.int64 if spec.is_discrete else dtype, act_shape,
@@ -109,7 +111,7 @@ class ReinforceAgent:
     # -------------------------------------------------------------- policy
     def dist_params(self, obs: np.ndarray) -> np.ndarray:
         """Distribution parameters ``[B, num_params]`` for observations ``[B, *obs_shape]``."""
-        return self._dist_params_fn(policy_inputs.as_obs(self.spec, obs))
+        return self._dist_params_fn(policy_inputs.as_obs(self.spec, obs, dtype=self.config.dtype))
 
     def rollout_policy(self):
         """The ``policy_fn`` for ``pgtwin_core.rollout.collect`` before the next update.
@@ -120,9 +122,10 @@ class ReinforceAgent:
         return self.update_path.rollout_policy()
 
     def log_prob(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """log pi(a|s) ``[B]`` in the spec's dtype."""
-        obs = policy_inputs.as_obs(self.spec, obs)
-        actions = policy_inputs.as_actions(self.spec, actions, obs.shape[0])
+        """log pi(a|s) ``[B]`` in ``config.dtype``."""
+        dtype = self.config.dtype
+        obs = policy_inputs.as_obs(self.spec, obs, dtype=dtype)
+        actions = policy_inputs.as_actions(self.spec, actions, obs.shape[0], dtype=dtype)
         return self.session.run(self.log_probs, {self.obs_ph: obs, self.actions_ph: actions})
 
     def per_sample_gradients(self, obs: np.ndarray, actions: np.ndarray,
@@ -182,7 +185,7 @@ class ReinforceAgent:
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
         """Load weights (validated against the spec: missing, extra or misshapen raise)."""
-        weights = check_weights(self.spec, weights)
+        weights = check_weights(self.spec, weights, dtype=self.config.dtype)
         self.session.run(self.assign_op, {self.weight_phs[n]: weights[n] for n in self.variables})
 
     def variable_info(self) -> dict[str, tuple[tuple[int, ...], str]]:

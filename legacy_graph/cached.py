@@ -59,7 +59,7 @@ class CachedPath:
         self.pending: RolloutRecording | None = None
 
     def _build(self) -> None:
-        agent, spec, dtype = self.agent, self.agent.spec, self.agent.spec.dtype
+        agent, spec, dtype = self.agent, self.agent.spec, self.agent.config.dtype
         n, b = self.num_envs, self.num_steps * self.num_envs
         self.obs_phs = [tf1.placeholder(dtype, [n, *spec.obs_shape], name=f"obs_{t}")
                         for t in range(self.num_steps)]
@@ -137,7 +137,7 @@ class RolloutRecording:
         self.cached = cached
         agent = cached.agent
         self.steps = RecordedSteps(agent.spec, cached.num_steps, cached.num_envs,
-                                   agent.get_weights())
+                                   agent.get_weights(), dtype=agent.config.dtype)
         feeds = [*cached.obs_phs, cached.actions_ph, cached.advantages_ph, cached.weights_ph,
                  cached.apply_ph]
         self.handle = agent.session.partial_run_setup(
@@ -160,13 +160,13 @@ class RolloutRecording:
 
     def discard(self) -> None:
         """End an unfinished run without applying anything, so the session frees its state."""
-        c, spec = self.cached, self.cached.agent.spec
+        c, spec, dtype = self.cached, self.cached.agent.spec, self.cached.agent.config.dtype
         for t in range(self.steps.count, c.num_steps):
             self.step(c.obs_phs[t], c.step_params[t],
-                      np.zeros((c.num_envs, *spec.obs_shape), spec.np_dtype))
+                      np.zeros((c.num_envs, *spec.obs_shape), dtype))
         b = c.num_steps * c.num_envs
         actions = (np.zeros(b, np.int64) if spec.is_discrete
-                   else np.zeros((b, spec.action_size), spec.np_dtype))
-        zeros = np.zeros(b, spec.np_dtype)
+                   else np.zeros((b, spec.action_size), dtype))
+        zeros = np.zeros(b, dtype)
         self.finish(TrainInputs(obs=None, actions=actions, returns=zeros, advantages=zeros,
                                 weights=zeros), apply=False)

@@ -13,8 +13,8 @@ from pgtwin_core.specs import PolicySpec
 tf1 = tf.compat.v1
 
 
-def create_variables(spec: PolicySpec) -> dict[str, tf.Variable]:
-    """Create the spec's variables with ``get_variable`` in the current graph.
+def create_variables(spec: PolicySpec, dtype: str) -> dict[str, tf.Variable]:
+    """Create the spec's variables, of ``dtype``, with ``get_variable`` in the current graph.
 
     Names are the canonical ``pgtwin_core`` names (``policy/dense_0/kernel`` ...). Values are
     zeros until the agent loads numpy weights into them.
@@ -24,6 +24,6 @@ def create_variables(spec: PolicySpec) -> dict[str, tf.Variable]:
         scope, _, leaf = name.rpartition("/")
         with tf1.variable_scope(scope, reuse=tf1.AUTO_REUSE):
             variables[name] = tf1.get_variable(
-                leaf, shape=shape, dtype=spec.dtype, initializer=tf1.zeros_initializer()
+                leaf, shape=shape, dtype=dtype, initializer=tf1.zeros_initializer()
             )
     return variables

@@ -42,7 +42,7 @@ class OptimalScalarPath:
         self._variables = agent.variables
         spec, config = agent.spec, agent.config
         with agent.graph.as_default(), tf1.name_scope("optimal_scalar"):
-            returns = tf1.placeholder(spec.dtype, [None], name="returns")
+            returns = tf1.placeholder(config.dtype, [None], name="returns")
             coef, w = config.entropy_coef, agent.weights_ph
             traced = layer_deltas(spec, agent.variables, agent.obs_ph, agent.actions_ph)
             b = scalar_baseline(per_sample.ghost_sq_norms(traced), returns, w)

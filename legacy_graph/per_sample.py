@@ -151,8 +151,9 @@ class PerSampleGradients:
         return self._fn(key)(obs, actions)
 
     def _inputs(self, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        obs = policy_inputs.as_obs(self._agent.spec, obs)
-        return obs, policy_inputs.as_actions(self._agent.spec, actions, obs.shape[0])
+        spec, dtype = self._agent.spec, self._agent.config.dtype
+        obs = policy_inputs.as_obs(spec, obs, dtype=dtype)
+        return obs, policy_inputs.as_actions(spec, actions, obs.shape[0], dtype=dtype)
 
     def gradients(self, obs: np.ndarray, actions: np.ndarray,
                   method: str = "vectorized") -> dict[str, np.ndarray]:

@@ -27,7 +27,7 @@ class WeightedLoss:
 
     def __init__(self, agent):
         self._session, self._variables, self._np_dtype = (agent.session, agent.variables,
-                                                          agent.spec.np_dtype)
+                                                          agent.config.dtype)
         self._placeholders = (agent.obs_ph, agent.actions_ph, agent.advantages_ph,
                               agent.weights_ph)
         self._ops = agent

@@ -21,12 +21,12 @@ from pgtwin.twins import IMPLS, agent_class
 from tests.synthetic_batches import random_batch
 
 SPECS = {
-    "categorical_mlp": PolicySpec("categorical", (4,), 3, hidden=(3,), dtype="float64"),
+    "categorical_mlp": PolicySpec("categorical", (4,), 3, hidden=(3,)),
     "gaussian_tanh_mlp": PolicySpec("gaussian", (3,), 2, hidden=(3,), squash="tanh",
-                                    action_low=(-2, -2), action_high=(2, 2), dtype="float64"),
+                                    action_low=(-2, -2), action_high=(2, 2)),
     "gaussian_sigmoid_lstm": PolicySpec("gaussian", (3, 3), 2, torso="lstm", hidden=(2, 2),
                                         squash="sigmoid", action_low=(0, 0),
-                                        action_high=(1, 1), dtype="float64"),
+                                        action_high=(1, 1)),
 }
 # Every term of the loss: normalised returns, a mean baseline, an entropy bonus.
 CONFIG = ReinforceConfig(dtype="float64", gamma=0.9, baseline="mean", entropy_coef=0.05,
@@ -60,7 +60,7 @@ def loss_of_variable(agent, batch, name, base):
 @pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
 def test_analytic_gradient_matches_central_differences(impl, spec):
     # Larger-than-default weights (seed 1, head scaled up) so no gradient is tiny.
-    base = init_weights(spec, 1)
+    base = init_weights(spec, 1, dtype=CONFIG.dtype)
     base["policy/head/kernel"] = base["policy/head/kernel"] * 100.0
     batch = random_batch(spec, CONFIG.num_steps, CONFIG.num_envs, seed=2)
     agent = agent_class(impl)(spec, CONFIG, base)

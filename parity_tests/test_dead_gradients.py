@@ -19,13 +19,13 @@ from pgtwin.mode_agnostic import distributions, forward_pass
 from pgtwin.mode_agnostic.loss import reinforce_loss
 
 SPECS = {
-    "categorical_mlp": PolicySpec("categorical", (4,), 3, hidden=(5,), dtype="float64"),
+    "categorical_mlp": PolicySpec("categorical", (4,), 3, hidden=(5,)),
     "gaussian_sigmoid_mlp": PolicySpec("gaussian", (3,), 2, hidden=(5,), squash="sigmoid",
-                                       action_low=(0, 0), action_high=(1, 1), dtype="float64"),
+                                       action_low=(0, 0), action_high=(1, 1)),
     "gaussian_lstm": PolicySpec("gaussian", (4, 3), 2, torso="lstm", hidden=(3,),
-                                squash="tanh", action_low=(-1, -1), action_high=(1, 1),
-                                dtype="float64"),
+                                squash="tanh", action_low=(-1, -1), action_high=(1, 1)),
 }
+DTYPE = "float64"  # the loss and its data, both twins
 B = 5
 ENTROPY_COEF = 0.01
 
@@ -47,7 +47,7 @@ def test_legacy_loss_gives_data_no_gradient(spec):
     tf1 = tf.compat.v1
     obs, actions, returns, weights = _data(spec)
     with tf.Graph().as_default():
-        variables = network.create_variables(spec)
+        variables = network.create_variables(spec, DTYPE)
         obs_ph = tf1.placeholder(tf.float64, obs.shape)
         actions_ph = tf1.placeholder(tf.int64 if spec.is_discrete else tf.float64, actions.shape)
         returns_ph = tf1.placeholder(tf.float64, [B])
@@ -66,7 +66,7 @@ def test_legacy_loss_gives_data_no_gradient(spec):
 def test_eager_loss_gives_data_no_gradient(spec):
     from eager import network
     obs, actions, returns, weights = (tf.constant(x) for x in _data(spec))
-    variables = network.PolicyVariables(spec, init_weights(spec, 0)).variables_by_name
+    variables = network.PolicyVariables(spec, init_weights(spec, 0, dtype=DTYPE)).variables_by_name
     with tf.GradientTape(persistent=True) as tape:
         watched = [returns, weights] + ([] if spec.is_discrete else [actions])
         tape.watch(watched)  # an int64 action tensor cannot be watched: it carries nothing

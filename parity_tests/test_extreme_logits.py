@@ -15,7 +15,7 @@ from tests.expected_values import EXTREME_LOGITS as CASE
 
 @pytest.mark.parametrize("dtype", ("float32", "float64"))
 def test_extreme_logits_stay_finite_in_both_twins(dtype):
-    agents = [agent_class(impl)(CASE.spec.with_dtype(dtype), CASE.config(dtype), CASE.weights)
+    agents = [agent_class(impl)(CASE.spec, CASE.config(dtype), CASE.weights)
               for impl in IMPLS]
     try:
         results = []

@@ -24,7 +24,7 @@ def test_rung6_same_training_run(kind, dtype, record_property):
     rows = {r.item: r for r in report.rows}
     trajectory = rows["trajectory"]
     record_property("trajectory", trajectory.note)
-    weights = [rows[name] for name in POLICY_KINDS[kind].spec(dtype).weight_shapes()]
+    weights = [rows[name] for name in POLICY_KINDS[kind].spec().weight_shapes()]
     if dtype == "float64":
         assert trajectory.note == f"identical for all {UPDATES} updates", report.to_table()
         assert all(r.max_abs <= TRAINING_ATOL_FLOAT64 for r in weights), report.to_table()

@@ -42,7 +42,7 @@ def _explain(rows) -> str:
 @dtypes
 def test_rung1_same_variables(ladder, kind, dtype):
     rows = _rows(ladder(kind, dtype), "variables")
-    names = list(POLICY_KINDS[kind].spec(dtype).weight_shapes())
+    names = list(POLICY_KINDS[kind].spec().weight_shapes())
     assert [r.item for r in rows] == names, _explain(rows)
     # Same canonical and TF names, shapes and dtypes, and bit-identical initial values.
     assert all(r.ok and r.max_abs == 0.0 for r in rows), _explain(rows)
@@ -69,7 +69,7 @@ def test_rung3_same_loss(ladder, kind, dtype):
 def test_rung4_same_gradients(ladder, kind, dtype):
     # float64: max relative error <= 1e-9 per variable; float32: <= 1e-4.
     rows = _rows(ladder(kind, dtype), "gradients")
-    assert [r.item for r in rows] == list(POLICY_KINDS[kind].spec(dtype).weight_shapes())
+    assert [r.item for r in rows] == list(POLICY_KINDS[kind].spec().weight_shapes())
     assert all(r.ok and r.max_rel <= RTOL[dtype] for r in rows), _explain(rows)
 
 
@@ -79,7 +79,7 @@ def test_rung4_same_gradients(ladder, kind, dtype):
 def test_rung5_same_weights_after_five_optimizer_steps(ladder, kind, dtype, optimizer):
     rows = [r for r in _rows(ladder(kind, dtype), "weights")
             if r.context == f"{kind}/{dtype}/{optimizer}"]
-    names = list(POLICY_KINDS[kind].spec(dtype).weight_shapes())
+    names = list(POLICY_KINDS[kind].spec().weight_shapes())
     assert [r.item for r in rows if not r.item.startswith("metric")] == names
     assert len(rows) == len(names) + 3  # + loss, grad_norm, entropy over the 5 steps
     assert all(r.ok for r in rows), _explain(rows)

@@ -29,9 +29,9 @@ class TrainInputs:
     """Flat (time-major, ``i = t * N + n``) arrays of one update; B = T * N."""
 
     obs: np.ndarray
-    """``[B, *obs_shape]`` of the spec's dtype."""
+    """``[B, *obs_shape]`` of ``config.dtype``."""
     actions: np.ndarray
-    """int64 ``[B]`` or ``[B, action_dim]`` of the spec's dtype."""
+    """int64 ``[B]`` or ``[B, action_dim]`` of ``config.dtype``."""
     returns: np.ndarray
     """``[B]``: R_i, the (possibly normalised) reward-to-go; 0 on invalid steps."""
     advantages: np.ndarray
@@ -63,7 +63,7 @@ def flat_returns(batch: Batch, config: ReinforceConfig,
 
 def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec,
                     reward_to_go: np.ndarray | None = None) -> TrainInputs:
-    """The arrays an update is fed, in ``spec.dtype``, validated at this boundary.
+    """The arrays an update is fed, in ``config.dtype``, validated at this boundary.
 
     ``reward_to_go``: as ``flat_returns``'s, computed here if None.
 
@@ -77,15 +77,16 @@ def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec,
             f"batch has no valid step (T={batch.num_steps}, N={batch.num_envs}): "
             "every step was an autoreset step"
         )
-    dtype = spec.np_dtype
+    dtype = config.dtype
     valid = batch.valid.reshape(-1)
     returns = flat_returns(batch, config, reward_to_go).reshape(-1)
     advantages = returns
     if config.baseline == "mean":
         advantages = np.where(valid, returns - returns[valid].mean(), 0.0)
-    obs = policy_inputs.as_obs(spec, batch.obs.reshape(-1, *batch.obs.shape[2:]), "batch.obs")
+    obs = policy_inputs.as_obs(spec, batch.obs.reshape(-1, *batch.obs.shape[2:]), "batch.obs",
+                               dtype=dtype)
     actions = policy_inputs.as_actions(spec, batch.actions.reshape(-1, *batch.actions.shape[2:]),
-                                       valid.shape[0], "batch.actions")
+                                       valid.shape[0], "batch.actions", dtype=dtype)
     return TrainInputs(
         obs=obs,
         actions=actions,

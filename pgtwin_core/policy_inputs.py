@@ -11,8 +11,8 @@ import numpy as np
 from pgtwin_core.specs import PolicySpec
 
 
-def as_obs(spec: PolicySpec, obs: np.ndarray, name: str = "obs") -> np.ndarray:
-    """``obs`` as a ``[B, *spec.obs_shape]`` array of ``spec.dtype``.
+def as_obs(spec: PolicySpec, obs: np.ndarray, name: str = "obs", *, dtype: str) -> np.ndarray:
+    """``obs`` as a ``[B, *spec.obs_shape]`` array of ``dtype`` (``float32`` or ``float64``).
 
     Raises ``ValueError`` for a wrong shape, a non-numeric dtype, an empty batch or a
     non-finite entry (naming the first bad index).
@@ -26,15 +26,15 @@ def as_obs(spec: PolicySpec, obs: np.ndarray, name: str = "obs") -> np.ndarray:
         )
     if arr.shape[0] == 0:
         raise ValueError(f"{name} is an empty batch (B = 0)")
-    arr = arr.astype(spec.np_dtype, copy=False)
+    arr = arr.astype(dtype, copy=False)
     check_finite(arr, name)
     return arr
 
 
 def as_actions(spec: PolicySpec, actions: np.ndarray, batch_size: int,
-               name: str = "actions") -> np.ndarray:
+               name: str = "actions", *, dtype: str) -> np.ndarray:
     """``actions`` as int64 ``[B]`` (categorical, each in ``[0, num_actions)``) or
-    ``[B, action_dim]`` of ``spec.dtype`` (gaussian, finite)."""
+    ``[B, action_dim]`` of ``dtype`` (gaussian, finite)."""
     arr = np.asarray(actions)
     if spec.is_discrete:
         if arr.shape != (batch_size,):
@@ -51,7 +51,7 @@ def as_actions(spec: PolicySpec, actions: np.ndarray, batch_size: int,
         return arr.astype(np.int64)
     if arr.shape != (batch_size, spec.action_size):
         raise ValueError(f"{name} has shape {arr.shape}; expected [{batch_size}, {spec.action_size}]")
-    arr = arr.astype(spec.np_dtype)
+    arr = arr.astype(dtype)
     check_finite(arr, name)
     return arr
 

@@ -23,16 +23,18 @@ class RecordedSteps:
     """The observations of one recorded rollout of ``num_steps`` steps by ``num_envs`` envs.
 
     Args:
-      spec: the policy spec (observation shape and dtype).
+      spec: the policy spec (observation shape).
       num_steps: T, from ``ReinforceConfig.num_steps``.
       num_envs: N, from ``ReinforceConfig.num_envs``.
       weights: the policy weights when recording started (numpy, by name); an update on the
         recording is refused if they have changed since.
+      dtype: ``ReinforceConfig.dtype``, the observations' dtype.
     """
 
     def __init__(self, spec: PolicySpec, num_steps: int, num_envs: int,
-                 weights: dict[str, np.ndarray]):
+                 weights: dict[str, np.ndarray], *, dtype: str):
         self.spec = spec
+        self.dtype = dtype
         self.num_steps = num_steps
         self.num_envs = num_envs
         self.weights = {name: np.array(w, copy=True) for name, w in weights.items()}
@@ -45,8 +47,8 @@ class RecordedSteps:
         return len(self.obs)
 
     def add(self, obs: np.ndarray) -> np.ndarray:
-        """Validate and keep one step's observations ``[N, *obs_shape]``; returns them in the
-        spec's dtype (a private copy: the env may reuse its buffer).
+        """Validate and keep one step's observations ``[N, *obs_shape]``; returns them in
+        ``dtype`` (a private copy: the env may reuse its buffer).
 
         Raises ``RecordingMismatchError`` past T steps, for a wrong N, or once consumed.
         """
@@ -59,7 +61,7 @@ class RecordedSteps:
                 f"the rollout recording holds ReinforceConfig.num_steps={self.num_steps} steps "
                 f"and was called for step {self.count}: with update_path='cached' a rollout "
                 "must be exactly num_steps long (collect(..., num_steps=config.num_steps))")
-        obs = np.array(policy_inputs.as_obs(self.spec, obs), copy=True)
+        obs = np.array(policy_inputs.as_obs(self.spec, obs, dtype=self.dtype), copy=True)
         if obs.shape[0] != self.num_envs:
             raise RecordingMismatchError(
                 f"the rollout recording got {obs.shape[0]} observations at step {self.count} but "
@@ -70,7 +72,7 @@ class RecordedSteps:
 
     def check_batch(self, batch_obs: np.ndarray, weights_now: dict[str, np.ndarray]) -> None:
         """Raise ``RecordingMismatchError`` unless ``batch_obs`` (flat ``[T*N, ...]``, time-major,
-        spec dtype) is exactly the recorded rollout and the weights are those it ran with."""
+        in ``dtype``) is exactly the recorded rollout and the weights are those it ran with."""
         if self.consumed:
             raise RecordingMismatchError(
                 "this rollout recording was already used by an update/gradients call: the "

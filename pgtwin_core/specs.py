@@ -2,7 +2,8 @@
 
 A :class:`PolicySpec` says everything both twins need to build *the same* network:
 distribution, torso, layer sizes, activation, observation and action shapes, how a
-Gaussian mean is squashed into its bounds, and the dtype. :func:`init_weights` gives the
+Gaussian mean is squashed into its bounds. The dtype is not part of it: it is a setting of
+the run (``ReinforceConfig.dtype``), passed to what needs it. :func:`init_weights` gives the
 numpy weights under canonical names (``policy/dense_0/kernel`` ...) that both twins use
 verbatim as their variable names, which is what makes exact parity possible.
 
@@ -19,17 +20,17 @@ Network (both torsos end in the same head)::
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
+
+from pgtwin_core.config import DTYPES
 
 DISTRIBUTIONS = ("categorical", "gaussian")
 TORSOS = ("mlp", "lstm")
 ACTIVATIONS = ("tanh", "relu")
 SQUASHES = ("sigmoid", "tanh", "none")
-DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,6 @@ class PolicySpec:
     """Gaussian only: how the mean is put in the bounds: ``sigmoid``, ``tanh`` or ``none``."""
     log_std_init: float = -0.5
     """Gaussian only: initial value of the learned, state-independent log-std."""
-    dtype: str = "float32"
-    """``float32`` (default) or ``float64``: the dtype of every weight and computation."""
     action_start: int = 0
     """Categorical only: the env's first action (gymnasium's ``Discrete(n, start=s)``). The
     policy samples indices ``0..n-1``; the env is stepped with ``s + index``
@@ -68,7 +67,6 @@ class PolicySpec:
         _check_choice("torso", self.torso, TORSOS)
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("squash", self.squash, SQUASHES)
-        _check_choice("dtype", self.dtype, DTYPES)
         object.__setattr__(self, "obs_shape", tuple(int(d) for d in self.obs_shape))
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
         expected_rank = 2 if self.torso == "lstm" else 1
@@ -137,18 +135,9 @@ class PolicySpec:
         return self.action_size * (2 if self.distribution == "gaussian" else 1)
 
     @property
-    def np_dtype(self) -> np.dtype:
-        """The numpy dtype of weights and computations."""
-        return np.dtype(self.dtype)
-
-    @property
     def is_discrete(self) -> bool:
         """Whether actions are integer indices (categorical)."""
         return self.distribution == "categorical"
-
-    def with_dtype(self, dtype: str) -> "PolicySpec":
-        """The same spec computing in ``dtype``."""
-        return dataclasses.replace(self, dtype=dtype)
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
         """Canonical weight names in creation order, with their shapes."""
@@ -180,7 +169,6 @@ def spec_for_env(
     torso: str = "mlp",
     hidden: tuple[int, ...] = (64, 64),
     activation: str = "tanh",
-    dtype: str = "float32",
     squash: str | None = None,
     log_std_init: float = -0.5,
 ) -> PolicySpec:
@@ -198,7 +186,7 @@ def spec_for_env(
         raise ValueError(f"spec_for_env: observation space {obs_space} is not a Box")
     if isinstance(act_space, gym.spaces.Discrete):
         return PolicySpec("categorical", obs_space.shape, int(act_space.n), torso=torso,
-                          hidden=hidden, activation=activation, dtype=dtype,
+                          hidden=hidden, activation=activation,
                           action_start=int(act_space.start))
     if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
         low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
@@ -208,7 +196,7 @@ def spec_for_env(
             squash = "sigmoid" if unit_box else ("tanh" if bounded else "none")
         return PolicySpec(
             "gaussian", obs_space.shape, int(act_space.shape[0]), torso=torso, hidden=hidden,
-            activation=activation, dtype=dtype, squash=squash, log_std_init=log_std_init,
+            activation=activation, squash=squash, log_std_init=log_std_init,
             action_low=tuple(low) if bounded else None,
             action_high=tuple(high) if bounded else None,
         )
@@ -218,8 +206,8 @@ def spec_for_env(
     )
 
 
-def init_weights(spec: PolicySpec, seed: int = 0) -> dict[str, np.ndarray]:
-    """Initial weights under canonical names, in ``spec.dtype``.
+def init_weights(spec: PolicySpec, seed: int = 0, *, dtype: str) -> dict[str, np.ndarray]:
+    """Initial weights under canonical names, in ``dtype`` (``float32`` or ``float64``).
 
     Orthogonal kernels (gain sqrt(2) for hidden layers, 0.01 for the head, as in
     Stable-Baselines3 and CleanRL, so the initial policy is near uniform), zero biases,
@@ -238,7 +226,7 @@ def init_weights(spec: PolicySpec, seed: int = 0) -> dict[str, np.ndarray]:
         else:
             gain = 0.01 if name.startswith("policy/head") else np.sqrt(2.0)
             value = _orthogonal(rng, shape, gain)
-        weights[name] = value.astype(spec.np_dtype)
+        weights[name] = value.astype(_np_dtype(dtype))
     return weights
 
 
@@ -251,8 +239,9 @@ def _orthogonal(rng: np.random.Generator, shape: tuple[int, int], gain: float) -
     return gain * q[:rows, :cols]
 
 
-def check_weights(spec: PolicySpec, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Validate ``weights`` against ``spec`` and return them cast to ``spec.dtype``.
+def check_weights(spec: PolicySpec, weights: dict[str, np.ndarray], *,
+                  dtype: str) -> dict[str, np.ndarray]:
+    """Validate ``weights`` against ``spec`` and return them cast to ``dtype``.
 
     Raises ``ValueError`` listing the missing, extra and wrongly shaped weights together.
     """
@@ -274,8 +263,15 @@ def check_weights(spec: PolicySpec, weights: dict[str, np.ndarray]) -> dict[str,
         raise ValueError("weights do not match the PolicySpec: " + ", ".join(problems))
     out = {}
     for name in shapes:
-        value = np.asarray(weights[name], dtype=spec.np_dtype)
+        value = np.asarray(weights[name], dtype=_np_dtype(dtype))
         if not np.all(np.isfinite(value)):
             raise ValueError(f"weight {name} holds non-finite values")
         out[name] = value
     return out
+
+
+def _np_dtype(dtype: str) -> np.dtype:
+    """``dtype`` as numpy's, refusing anything but ``DTYPES`` (a float16 would pass numpy)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r} is not one of {DTYPES}")
+    return np.dtype(dtype)

@@ -40,7 +40,7 @@ class HandCase:
 
     name: str
     spec: PolicySpec
-    """float64; tests take ``spec.with_dtype(dtype)`` for float32."""
+    """The network; the dtype is the config's (``config(dtype)``, float64 by default)."""
     weights: dict[str, np.ndarray]
     batch: Batch
     entropy_coef: float
@@ -118,7 +118,7 @@ def _a(*rows) -> np.ndarray:
 #   dL/db = dL/dz_1 + dL/dz_2 = [-5/8, 5/8]
 #   dL/dK = s_1^T dL/dz_1 + s_2^T dL/dz_2 = [[-1/8, 1/8], [-1/2, 1/2]]
 #   |g|^2 = 2 (1/8)^2 + 2 (1/2)^2 + 2 (5/8)^2 = 84/64  ->  grad_norm = sqrt(84)/8 = sqrt(21)/4
-_CAT_SPEC = PolicySpec("categorical", (2,), 2, hidden=(), dtype="float64")
+_CAT_SPEC = PolicySpec("categorical", (2,), 2, hidden=())
 _CAT_WEIGHTS = {"policy/head/kernel": _a([LN3, 0.0], [0.0, 0.0]),
                 "policy/head/bias": _a(0.0, 0.0)}
 _CAT_BATCH = batch_of(obs=[[1.0, 0.0], [0.0, 1.0]], actions=[0, 1], rewards=[1.0, -2.0])
@@ -168,8 +168,7 @@ CATEGORICAL_ENTROPY = HandCase(
 _C3 = LN2 + LN_2PI / 2
 GAUSSIAN = HandCase(
     name="gaussian_one_layer",
-    spec=PolicySpec("gaussian", (1,), 1, hidden=(), squash="none", log_std_init=0.0,
-                    dtype="float64"),
+    spec=PolicySpec("gaussian", (1,), 1, hidden=(), squash="none", log_std_init=0.0),
     weights={"policy/head/kernel": _a([2.0]), "policy/head/bias": _a(0.0),
              "policy/log_std": _a(LN2)},
     batch=batch_of(obs=[[1.0], [0.0]], actions=[[4.0], [-1.0]], rewards=[1.0, -2.0]),
@@ -199,7 +198,7 @@ GAUSSIAN = HandCase(
 GAUSSIAN_SIGMOID = HandCase(
     name="gaussian_sigmoid_entropy_bonus",
     spec=PolicySpec("gaussian", (1,), 1, hidden=(), squash="sigmoid", action_low=(0.0,),
-                    action_high=(1.0,), log_std_init=0.0, dtype="float64"),
+                    action_high=(1.0,), log_std_init=0.0),
     weights={"policy/head/kernel": _a([1.0]), "policy/head/bias": _a(0.0),
              "policy/log_std": _a(-LN2)},
     batch=batch_of(obs=[[0.0], [LN3]], actions=[[1.0], [0.5]], rewards=[1.0, -2.0]),
@@ -253,7 +252,7 @@ _P1 = 1.0 - _P0
 _DB = _a(-_P1 / 2 - _P0, _P1 / 2 + _P0)
 LSTM_FORWARD = HandCase(
     name="lstm_one_unit",
-    spec=PolicySpec("categorical", (2, 1), 2, torso="lstm", hidden=(1,), dtype="float64"),
+    spec=PolicySpec("categorical", (2, 1), 2, torso="lstm", hidden=(1,)),
     weights={"policy/lstm/kernel": np.zeros((2, 4)), "policy/lstm/bias": _a(0.0, 0.0, LN3, 0.0),
              "policy/head/kernel": _a([1.0, 0.0]), "policy/head/bias": _a(0.0, 0.0)},
     batch=batch_of(obs=[[[0.3], [-0.7]], [[2.0], [1.5]]], actions=[0, 1], rewards=[1.0, -2.0]),

@@ -25,21 +25,24 @@ MLP_KINDS = ("categorical_mlp", "gaussian_mlp")
 BATCH_SIZES = (1, 7, 256)
 
 
-def random_weights(spec: PolicySpec, seed: int = 0) -> dict[str, np.ndarray]:
-    """Weights drawn N(0, 0.5^2), so every layer's gradient is far from 0 (init_weights' head
-    gain 0.01 would make the head's gradients tiny and the comparisons weak)."""
+def random_weights(spec: PolicySpec, seed: int = 0, *,
+                   dtype: str = "float32") -> dict[str, np.ndarray]:
+    """Weights of ``dtype`` drawn N(0, 0.5^2), so every layer's gradient is far from 0
+    (init_weights' head gain 0.01 would make the head's gradients tiny and the comparisons weak)."""
     rng = np.random.default_rng(seed)
-    return {name: (0.5 * rng.standard_normal(shape)).astype(spec.np_dtype)
+    return {name: (0.5 * rng.standard_normal(shape)).astype(dtype)
             for name, shape in spec.weight_shapes().items()}
 
 
-def random_inputs(spec: PolicySpec, batch_size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``(obs [B, *obs_shape], actions)``: standard normal obs; uniform or N(0, 0.5^2) actions."""
+def random_inputs(spec: PolicySpec, batch_size: int, seed: int = 0, *,
+                  dtype: str = "float32") -> tuple[np.ndarray, np.ndarray]:
+    """``(obs [B, *obs_shape], actions)`` of ``dtype``: standard normal obs; uniform or
+    N(0, 0.5^2) actions."""
     rng = np.random.default_rng(seed)
-    obs = rng.standard_normal((batch_size, *spec.obs_shape)).astype(spec.np_dtype)
+    obs = rng.standard_normal((batch_size, *spec.obs_shape)).astype(dtype)
     if spec.is_discrete:
         return obs, rng.integers(0, spec.action_size, batch_size)
-    return obs, (0.5 * rng.standard_normal((batch_size, spec.action_size))).astype(spec.np_dtype)
+    return obs, (0.5 * rng.standard_normal((batch_size, spec.action_size))).astype(dtype)
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,6 @@ def oracle(batch: Batch, config: ReinforceConfig):
 @pytest.mark.parametrize("spec", [CAT, GAUSS], ids=["categorical", "gaussian"])
 def test_training_inputs_match_slow_oracle(spec, gamma, normalize, baseline, dtype):
     rng = np.random.default_rng(0)
-    spec = spec.with_dtype(dtype)
     config = ReinforceConfig(gamma=gamma, normalize_returns=normalize, baseline=baseline,
                              num_envs=4, num_steps=13, dtype=dtype)
     for _ in range(3):
@@ -126,14 +125,14 @@ def test_hand_derived_case_with_an_autoreset_step():
     # gamma = 0.5: G_0 = 1 + 0.5 * 2 = 2, G_1 = 2 (terminated), G_3 = 4 (last row).
     # Mean baseline over the 3 valid steps: (2 + 2 + 4) / 3 = 8/3, so A = -2/3, -2/3, 4/3.
     config = ReinforceConfig(gamma=0.5, normalize_returns=False, baseline="mean", dtype="float64")
-    got = training_inputs(batch, config, CAT.with_dtype("float64"))
+    got = training_inputs(batch, config, CAT)
     np.testing.assert_allclose(got.returns, [2.0, 2.0, 0.0, 4.0], rtol=1e-15)
     np.testing.assert_allclose(got.advantages, [-2 / 3, -2 / 3, 0.0, 4 / 3], rtol=1e-15)
     np.testing.assert_allclose(got.weights, [1 / 3, 1 / 3, 0.0, 1 / 3], rtol=1e-15)
     # Normalised: std of (2, 2, 4) = sqrt(((2/3)^2 + (2/3)^2 + (4/3)^2) / 3) = sqrt(8/9),
     # so R = (-2/3, -2/3, 4/3) / sqrt(8/9) = (-1/sqrt 2, -1/sqrt 2, sqrt 2); mean 0 already.
     normalized = config.replace(normalize_returns=True, baseline="none")
-    got = training_inputs(batch, normalized, CAT.with_dtype("float64"))
+    got = training_inputs(batch, normalized, CAT)
     expected = [-1 / math.sqrt(2), -1 / math.sqrt(2), 0.0, math.sqrt(2)]
     np.testing.assert_allclose(got.returns, expected, rtol=1e-7)
     np.testing.assert_allclose(got.advantages, expected, rtol=1e-7)

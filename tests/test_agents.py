@@ -28,7 +28,7 @@ def hand_agent():
     def get(impl, case, dtype):
         key = (impl, case.name, dtype)
         if key not in built:
-            built[key] = agent_class(impl)(case.spec.with_dtype(dtype), case.config(dtype),
+            built[key] = agent_class(impl)(case.spec, case.config(dtype),
                                            case.weights)
         agent = built[key]
         agent.set_weights(case.weights)  # an earlier test may have stepped it (SGD: no state)
@@ -107,7 +107,7 @@ def test_categorical_grad_norm_is_the_hand_derived_one():
 @pytest.mark.parametrize("case", FULL_GRADIENT_CASES, ids=lambda c: c.name)
 def test_first_adam_step(impl, dtype, case):
     config = case.config(dtype, optimizer="adam", learning_rate=0.01)
-    agent = agent_class(impl)(case.spec.with_dtype(dtype), config, case.weights)
+    agent = agent_class(impl)(case.spec, config, case.weights)
     try:
         assert agent.update(case.batch)["applied"] is True
         after = agent.get_weights()
@@ -128,7 +128,7 @@ def test_log_prob_matches_numpy_oracle(impl, dtype):
     """``log_prob`` against ``pgtwin_core.sampling.log_prob`` on the agent's own params."""
     from pgtwin_core.sampling import log_prob
     spec = PolicySpec("gaussian", (3,), 2, hidden=(5,), squash="tanh", action_low=(-2, -1),
-                      action_high=(2, 1), dtype=dtype)
+                      action_high=(2, 1))
     agent = agent_class(impl)(spec, CATEGORICAL.config(dtype), seed=3)
     try:
         batch = random_batch(spec, 6, 2, seed=4)
@@ -209,7 +209,7 @@ def test_batch_without_valid_steps_is_refused(cat_agents, impl):
 ], ids=["missing", "extra", "misshapen"])
 def test_spec_weights_mismatch_names_the_weight(cat_agents, impl, change, message):
     agent = cat_agents[impl]
-    weights = init_weights(agent.spec, 0)
+    weights = init_weights(agent.spec, 0, dtype=agent.config.dtype)
     change(weights)
     with pytest.raises(ValueError, match=message):
         agent_class(impl)(agent.spec, agent.config, weights)
@@ -233,9 +233,9 @@ def _overflowing(case, dtype):
 def test_non_finite_loss_skips_the_update(impl, dtype):
     config = CATEGORICAL.config(dtype, optimizer="adam", learning_rate=0.01)
     batch = batch_of(obs=[[2.0, 1.0], [1.0, 2.0]], actions=[0, 1], rewards=[1.0, -2.0])
-    agent = agent_class(impl)(CATEGORICAL.spec.with_dtype(dtype), config,
+    agent = agent_class(impl)(CATEGORICAL.spec, config,
                               _overflowing(CATEGORICAL, dtype))
-    fresh = agent_class(impl)(CATEGORICAL.spec.with_dtype(dtype), config, CATEGORICAL.weights)
+    fresh = agent_class(impl)(CATEGORICAL.spec, config, CATEGORICAL.weights)
     try:
         before = agent.get_weights()
         metrics = agent.update(batch)
@@ -257,8 +257,8 @@ def test_non_finite_loss_skips_the_update(impl, dtype):
 @dtypes
 def test_non_finite_gradients_are_not_applied(impl, dtype):
     config = CATEGORICAL.config(dtype, optimizer="adam", learning_rate=0.01)
-    agent = agent_class(impl)(CATEGORICAL.spec.with_dtype(dtype), config, CATEGORICAL.weights)
-    fresh = agent_class(impl)(CATEGORICAL.spec.with_dtype(dtype), config, CATEGORICAL.weights)
+    agent = agent_class(impl)(CATEGORICAL.spec, config, CATEGORICAL.weights)
+    fresh = agent_class(impl)(CATEGORICAL.spec, config, CATEGORICAL.weights)
     try:
         bad = {n: np.ones_like(w) for n, w in CATEGORICAL.weights.items()}
         bad["policy/head/bias"] = np.array([0.5, np.nan])

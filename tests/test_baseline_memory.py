@@ -86,7 +86,7 @@ def oracle_ascent(baseline: str, current: list[dict], earlier: list[tuple[float,
 
 
 # ---------------------------------------------------------------------------- through episodic_estimate
-SPEC = PolicySpec("categorical", (4,), 3, hidden=(8,), dtype="float64")
+SPEC = PolicySpec("categorical", (4,), 3, hidden=(8,))
 
 
 def indexed(case) -> Batch:
@@ -126,7 +126,8 @@ def batches_and_grads(num: int, seed: int):
 @pytest.mark.parametrize("rho", (0.0, 0.6))
 @pytest.mark.parametrize("baseline", EPISODIC)
 def test_three_batches_match_the_oracle(baseline, rho):
-    config = ReinforceConfig(gamma=0.9, normalize_returns=False, baseline_memory=rho)
+    config = ReinforceConfig(gamma=0.9, normalize_returns=False, baseline_memory=rho,
+                             dtype="float64")
     memory = BaselineMemory(rho)
     earlier: list[tuple[float, dict]] = []
     for k, (case, grads) in enumerate(batches_and_grads(3, seed=11)):
@@ -149,7 +150,7 @@ def test_memory_changes_the_estimate_and_batch_only_ignores_it():
     """rho > 0 must move the second batch's estimate (else the oracle test above could pass
     with the memory ignored); rho = 0 gives the batch-only estimate of PR history."""
     (case0, g0), (case1, g1) = batches_and_grads(2, seed=3)
-    config = ReinforceConfig(gamma=0.9, normalize_returns=False)
+    config = ReinforceConfig(gamma=0.9, normalize_returns=False, dtype="float64")
     for baseline in EPISODIC:
         fresh, _ = library_ascent(baseline, indexed(case1), g1, config, BaselineMemory(0.0))
         for rho, same in ((0.0, True), (0.6, False)):
@@ -168,7 +169,8 @@ def test_normalized_returns_divide_the_estimate_with_memory_too(baseline):
     (case0, g0), (case1, g1) = batches_and_grads(2, seed=5)
     got = {}
     for normalize in (True, False):
-        config = ReinforceConfig(gamma=0.9, normalize_returns=normalize, baseline_memory=0.8)
+        config = ReinforceConfig(gamma=0.9, normalize_returns=normalize, baseline_memory=0.8,
+                                 dtype="float64")
         memory = BaselineMemory(0.8)
         library_ascent(baseline, indexed(case0), g0, config, memory)
         got[normalize] = library_ascent(baseline, indexed(case1), g1, config, memory)[0]

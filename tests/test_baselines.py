@@ -449,8 +449,8 @@ def test_optimal_baselines_lower_the_variance_and_stay_unbiased():
     batches; measured: the episodic ones 20-30 % below it)."""
     from pgtwin.measure.baseline_variance import ESTIMATORS, gradient_estimates, paired_excess
 
-    spec = PolicySpec("categorical", (4,), 2, hidden=(8,), dtype="float64")
-    weights = random_weights(spec, seed=3)
+    spec = PolicySpec("categorical", (4,), 2, hidden=(8,))
+    weights = random_weights(spec, seed=3, dtype="float64")
     config = ReinforceConfig(dtype="float64", gamma=1.0, normalize_returns=False)
     agent = agent_class("graph")(spec, config, weights=weights)
     # Exact gradient per step: E_s sum_a pi(a|s) r(s, a) grad log pi(a|s), s uniform. Other

@@ -185,7 +185,7 @@ def test_a_loss_missing_the_head_names_exactly_the_head_variables(impl):
     # params instead would not do: concat and split send zeros, not None, to the other part.)
     a = agent(impl, GAUSSIAN, config("recompute"))
     agent_module = twin_module(impl, "gradient_step")
-    obs = np.zeros((2, 3), a.spec.np_dtype)
+    obs = np.zeros((2, 3), a.config.dtype)
     with pytest.raises(DisconnectedGradientError) as err:
         if impl == "graph":
             with a.graph.as_default():

@@ -191,7 +191,7 @@ def test_batches_without_a_complete_episode_are_skipped_and_counted(tmp_path, ca
     assert err.count("holds no complete episode") == 1, err
     assert "--num-steps 3" in err and "baseline='optimal_per_param' skipped it" in err
     envs = make_vec_env("CartPole-v1", 2, 0)
-    start = init_weights(spec_for_env(envs, "mlp", (8,)), 0)
+    start = init_weights(spec_for_env(envs, "mlp", (8,)), 0, dtype="float32")
     envs.close()
     weights = load_weights(os.path.join(str(tmp_path), "weights.npz"))
     for name, w in start.items():  # nothing was applied: the initial weights (seed 0)

@@ -54,7 +54,7 @@ def test_legacy_checkpoint_converts_with_adam_state_and_continues_identically(tm
 
     result = convert_checkpoint(src, str(tmp_path / "tf2" / "policy"))
     assert result.iterations == 3 and result.optimizer_state == "adam"  # three apply steps
-    assert result.spec == spec.with_dtype("float64") and result.report.ok
+    assert result.spec == spec and result.config.dtype == "float64" and result.report.ok
 
     reader = tf.train.load_checkpoint(src)
     eager = EagerAgent(spec, config, seed=9)

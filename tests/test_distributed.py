@@ -258,8 +258,8 @@ def test_one_device_mirrored_strategy_matches_the_single_device_agent():
 
     config = ReinforceConfig(num_envs=4, num_steps=30, optimizer="sgd", baseline="mean",
                              learning_rate=0.1, dtype="float64")
-    spec = spec_for_env(make_vec_env("CartPole-v1", 1), dtype="float64")
-    weights = init_weights(spec, 3)
+    spec = spec_for_env(make_vec_env("CartPole-v1", 1))
+    weights = init_weights(spec, 3, dtype=config.dtype)
     dist = DistributedReinforceAgent(spec, config, weights=weights,
                                      strategy=tf.distribute.MirroredStrategy(["/cpu:0"]))
     single = ReinforceAgent(spec, config, weights=weights)
@@ -338,7 +338,7 @@ def _logical_devices_run() -> dict:
             config = ReinforceConfig(num_envs=3, num_steps=40, learning_rate=0.05,
                                      dtype=dtype, **kw)
             envs = [make_vec_env("CartPole-v1", 3, replica_env_seed(0, r, 3)) for r in (0, 1)]
-            spec = spec_for_env(envs[0], dtype=dtype)
+            spec = spec_for_env(envs[0])
             dist = DistributedReinforceAgent(spec, config, seed=1, strategy=strategy)
             single = ReinforceAgent(spec, config, seed=1)
             rows = []
@@ -398,7 +398,7 @@ def _episodic_case(strategy, baseline: str, kw: dict) -> dict:
     config = ReinforceConfig(num_envs=3, num_steps=48, learning_rate=0.0625, dtype="float64",
                              optimizer="sgd", baseline=baseline, **kw)
     envs = [make_vec_env("CartPole-v1", 3, replica_env_seed(2, r, 3)) for r in (0, 1)]
-    spec = spec_for_env(envs[0], hidden=(16,), dtype="float64")
+    spec = spec_for_env(envs[0], hidden=(16,))
     dist = DistributedReinforceAgent(spec, config, seed=3, strategy=strategy)
     single = ReinforceAgent(spec, config, seed=3)
     rows = []
@@ -459,13 +459,13 @@ def _optimal_scalar_case(strategy, dtype: str) -> dict:
     config = ReinforceConfig(num_envs=3, num_steps=24, learning_rate=0.0625, dtype=dtype,
                              optimizer="sgd", baseline="optimal_scalar")
     envs = [make_vec_env("CartPole-v1", 3, replica_env_seed(1, r, 3)) for r in (0, 1)]
-    spec = spec_for_env(envs[0], dtype=dtype)
+    spec = spec_for_env(envs[0])
     dist = DistributedReinforceAgent(spec, config, seed=2, strategy=strategy)
     single = ReinforceAgent(spec, config, seed=2)  # eager/baselines.py on the joined batch
     batches = [collect(envs[r], dist.rollout_policy(), dist.spec, config.num_steps,
                        replica_rng(1, r))[0] for r in (0, 1)]
     whole = concat_batches(batches)
-    obs = whole.obs.reshape(-1, *spec.obs_shape).astype(spec.np_dtype)
+    obs = whole.obs.reshape(-1, *spec.obs_shape).astype(dtype)
     actions = whole.actions.reshape(-1)
     g = _per_sample_gradients_by_loop(dist, obs, actions).astype(np.float64)
     valid = whole.valid.reshape(-1).astype(np.float64)
@@ -595,7 +595,7 @@ def test_two_workers_train_to_identical_weights(tmp_path):
 
     w0, w1 = (dict(np.load(tmp_path / f"w{i}.npz")) for i in (0, 1))
     spec = spec_for_env(make_vec_env("CartPole-v1", 1))
-    init = init_weights(spec, 0)
+    init = init_weights(spec, 0, dtype="float32")
     assert set(w0) == set(w1) == set(init)
     for name in init:
         np.testing.assert_array_equal(w0[name], w1[name], err_msg=name)

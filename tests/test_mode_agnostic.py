@@ -26,9 +26,9 @@ from tests.per_sample_cases import KINDS, random_inputs, random_weights
 
 tf1 = tf.compat.v1
 
-SPECS = {name: spec.with_dtype("float64") for name, spec in KINDS.items()}
-SPECS["gaussian_unsquashed_mlp"] = PolicySpec("gaussian", (3,), 2, hidden=(5, 4), squash="none",
-                                              dtype="float64")
+SPECS = dict(KINDS)
+SPECS["gaussian_unsquashed_mlp"] = PolicySpec("gaussian", (3,), 2, hidden=(5, 4), squash="none")
+DTYPE = "float64"  # every test here computes in float64
 MODES = ("graph", "eager")
 # How each twin takes the backward pass at the pre-activations: the one part of the
 # analytic per-sample gradients that is not shared.
@@ -55,8 +55,8 @@ def evaluate(mode: str, build):
 def case(kind: str, seed: int = 0):
     """``(spec, numpy weights, obs, actions)`` for ``kind``, B samples."""
     spec = SPECS[kind]
-    obs, actions = random_inputs(spec, B, seed=seed)
-    return spec, random_weights(spec, seed=seed), obs, actions
+    obs, actions = random_inputs(spec, B, seed=seed, dtype=DTYPE)
+    return spec, random_weights(spec, seed=seed, dtype=DTYPE), obs, actions
 
 
 def constants(weights: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:

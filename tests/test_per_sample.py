@@ -46,7 +46,7 @@ def test_every_method_agrees_with_loop(impl, kind, dtype):
     methods = ("vectorized", "analytic")
     ops_after_first = None
     for size in BATCH_SIZES:
-        obs, actions = random_inputs(agent.spec, size, seed=size)
+        obs, actions = random_inputs(agent.spec, size, seed=size, dtype=agent.config.dtype)
         ref = agent.per_sample_gradients(obs, actions, method="loop")
         assert list(ref) == list(agent.spec.weight_shapes())
         for name, shape in agent.spec.weight_shapes().items():
@@ -78,7 +78,7 @@ def test_every_method_agrees_with_loop(impl, kind, dtype):
 def test_loop_reference_matches_finite_differences(impl, kind):
     """Central differences of log pi(a_i|s_i) in float64, on 25 weight elements per sample."""
     agent = make_agent(impl, kind, "float64")
-    obs, actions = random_inputs(agent.spec, 2, seed=3)
+    obs, actions = random_inputs(agent.spec, 2, seed=3, dtype=agent.config.dtype)
     ref = agent.per_sample_gradients(obs, actions, method="loop")
     weights = agent.get_weights()
     rng = np.random.default_rng(0)
@@ -117,7 +117,7 @@ def test_op_types_sees_a_while_loop():
 def test_vectorized_has_no_while_loop(impl, kind):
     """pfor vectorised every op (``fallback_to_while_loop=False`` would raise otherwise)."""
     agent = make_agent(impl, kind, "float32")
-    agent.per_sample_gradients(*random_inputs(agent.spec, 3), method="vectorized")
+    agent.per_sample_gradients(*random_inputs(agent.spec, 3, dtype=agent.config.dtype), method="vectorized")
     ops = agent._per_sample_ops()  # noqa: SLF001 (the built graph is what is checked)
     if impl == "graph":
         graph_def = agent.graph.as_graph_def()
@@ -134,7 +134,7 @@ def test_vectorized_has_no_while_loop(impl, kind):
 def test_ghost_norms_materialise_no_per_sample_kernel(kind):
     """``per_sample_sq_norms`` of an MLP holds no ``[B, in, out]`` tensor (legacy graph)."""
     agent = make_agent("graph", kind, "float32")
-    agent.per_sample_sq_norms(*random_inputs(agent.spec, 3))
+    agent.per_sample_sq_norms(*random_inputs(agent.spec, 3, dtype=agent.config.dtype))
     ranks = {len(t.shape) for op in agent.graph.get_operations()
              if op.name.startswith("per_sample_sq_norms/") for t in op.outputs
              if t.shape.rank is not None}
@@ -158,8 +158,8 @@ def test_lstm_ghost_norms_materialise_no_per_sample_kernel(impl):
     finds one in the ``vectorized`` function."""
     agent = make_agent(impl, "gaussian_lstm", "float32")
     kernel = tuple(agent.spec.weight_shapes()["policy/lstm/kernel"])
-    agent.per_sample_sq_norms(*random_inputs(agent.spec, 3))
-    agent.per_sample_gradients(*random_inputs(agent.spec, 3), method="vectorized")
+    agent.per_sample_sq_norms(*random_inputs(agent.spec, 3, dtype=agent.config.dtype))
+    agent.per_sample_gradients(*random_inputs(agent.spec, 3, dtype=agent.config.dtype), method="vectorized")
 
     def holds_kernel(shapes):
         return any(len(s) == 3 and s[1:] == kernel for s in shapes)
@@ -172,7 +172,7 @@ def test_lstm_ghost_norms_materialise_no_per_sample_kernel(impl):
 @pytest.mark.parametrize("impl", TWINS)
 def test_bad_requests_name_the_problem(impl):
     lstm = make_agent(impl, "categorical_lstm", "float32")
-    obs, actions = random_inputs(lstm.spec, 2)
+    obs, actions = random_inputs(lstm.spec, 2, dtype=lstm.config.dtype)
     with pytest.raises(ValueError, match=r"method='jacobian' is not one of"):
         lstm.per_sample_gradients(obs, actions, method="jacobian")
     with pytest.raises(ValueError, match=r"obs has shape \(2, 4\); expected \[B, 3, 4\]"):

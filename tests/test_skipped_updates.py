@@ -53,7 +53,7 @@ def test_non_finite_skips_are_counted_and_explained_once(tmp_path, capsys, impl)
     assert err.count("the loss or gradient was not finite") == 1, err
     assert "update 1: the loss or gradient was not finite" in err and "lower --lr" in err
     envs = make_vec_env("HugeRewardCartPole-v0", 2, 0)
-    start = init_weights(spec_for_env(envs, "mlp", (8,)), 0)
+    start = init_weights(spec_for_env(envs, "mlp", (8,)), 0, dtype="float32")
     envs.close()
     weights = load_weights(os.path.join(str(tmp_path), "weights.npz"))
     for name, w in start.items():  # nothing was applied

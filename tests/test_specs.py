@@ -7,6 +7,7 @@ docstring (``x @ kernel``: kernels are ``[fan_in, fan_out]``), never read back f
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import gymnasium
@@ -55,8 +56,7 @@ HEAD_GAIN = 0.01
 @pytest.mark.parametrize("case", sorted(EXPECTED_SHAPES))
 def test_init_weights_names_shapes_dtypes(case, dtype):
     spec, expected = EXPECTED_SHAPES[case]
-    spec = spec.with_dtype(dtype)
-    weights = init_weights(spec, seed=0)
+    weights = init_weights(spec, seed=0, dtype=dtype)
     assert [(n, w.shape) for n, w in weights.items()] == expected  # names, order, shapes
     assert list(spec.weight_shapes().items()) == expected
     assert all(w.dtype == np.dtype(dtype) for w in weights.values())
@@ -69,14 +69,25 @@ def test_properties_of_the_three_specs():
     assert (GAUSSIAN_MLP.num_params, GAUSSIAN_MLP.is_discrete) == (2, False)
     # LSTM: the first hidden size is the LSTM's units, the rest are dense layers.
     assert (LSTM_K8.obs_dim, LSTM_K8.history, LSTM_K8.dense_sizes) == (5, 8, (8,))
-    assert LSTM_K8.np_dtype == np.float32 and LSTM_K8.with_dtype("float64").np_dtype == np.float64
+
+
+def test_the_dtype_is_the_configs_not_the_specs():
+    # One home (issue 13): the dtype is ReinforceConfig.dtype, passed to what needs it.
+    assert "dtype" not in {f.name for f in dataclasses.fields(PolicySpec)}
+    with pytest.raises(TypeError, match="dtype"):
+        PolicySpec("categorical", (4,), 2, dtype="float64")
+    for make in (lambda: init_weights(LSTM_K8, dtype="float16"),
+                 lambda: check_weights(LSTM_K8, init_weights(LSTM_K8, dtype="float32"),
+                                       dtype="float16")):
+        with pytest.raises(ValueError, match=r"dtype='float16' is not one of \('float32', 'float64'\)"):
+            make()
 
 
 @pytest.mark.parametrize("dtype,atol", [("float64", 1e-12), ("float32", 1e-6)])
 @pytest.mark.parametrize("case", sorted(EXPECTED_SHAPES))
 def test_kernels_are_orthogonal_with_their_gain(case, dtype, atol):
     spec, _ = EXPECTED_SHAPES[case]
-    weights = init_weights(spec.with_dtype(dtype), seed=3)
+    weights = init_weights(spec, seed=3, dtype=dtype)
     kernels = [n for n in weights if n.endswith("kernel")]
     assert kernels
     for name in kernels:
@@ -90,11 +101,11 @@ def test_kernels_are_orthogonal_with_their_gain(case, dtype, atol):
 
 
 def test_biases_log_std_and_lstm_forget_gate():
-    gw = init_weights(GAUSSIAN_MLP, seed=0)
+    gw = init_weights(GAUSSIAN_MLP, seed=0, dtype="float32")
     np.testing.assert_array_equal(gw["policy/dense_0/bias"], np.zeros(32))
     np.testing.assert_array_equal(gw["policy/head/bias"], np.zeros(1))
     np.testing.assert_array_equal(gw["policy/log_std"], np.float32([-0.7]))
-    lw = init_weights(LSTM_K8, seed=0)
+    lw = init_weights(LSTM_K8, seed=0, dtype="float32")
     # Gates laid out i, f, g, o with 16 units each: only f (entries 16..31) starts at 1.
     expected_bias = np.zeros(64)
     expected_bias[16:32] = 1.0
@@ -104,7 +115,7 @@ def test_biases_log_std_and_lstm_forget_gate():
 @pytest.mark.parametrize("case", sorted(EXPECTED_SHAPES))
 def test_same_seed_same_weights_different_seed_different_kernels(case):
     spec, _ = EXPECTED_SHAPES[case]
-    a, b, c = init_weights(spec, seed=7), init_weights(spec, seed=7), init_weights(spec, seed=8)
+    a, b, c = (init_weights(spec, seed=s, dtype="float32") for s in (7, 7, 8))
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
         if name.endswith("kernel"):
@@ -125,10 +136,10 @@ def test_spec_for_cartpole_is_categorical():
 
 def test_spec_for_pendulum_is_tanh_gaussian_in_minus_two_two():
     envs = make_vec_env("Pendulum-v1", 2)
-    spec = spec_for_env(envs, hidden=(16,), dtype="float64", log_std_init=-1.0)
+    spec = spec_for_env(envs, hidden=(16,), log_std_init=-1.0)
     assert (spec.distribution, spec.obs_shape, spec.action_size) == ("gaussian", (3,), 1)
     assert (spec.squash, spec.action_low, spec.action_high) == ("tanh", (-2.0,), (2.0,))
-    assert (spec.hidden, spec.dtype, spec.log_std_init) == ((16,), "float64", -1.0)
+    assert (spec.hidden, spec.log_std_init) == ((16,), -1.0)
     envs.close()
 
 
@@ -183,7 +194,6 @@ BAD_SPECS = [
     (dict(torso="gru"), "PolicySpec.torso='gru' is not one of ('mlp', 'lstm')"),
     (dict(activation="sigmoid"), "PolicySpec.activation='sigmoid' is not one of ('tanh', 'relu')"),
     (dict(squash="softplus"), "PolicySpec.squash='softplus' is not one of ('sigmoid', 'tanh', 'none')"),
-    (dict(dtype="float16"), "PolicySpec.dtype='float16' is not one of ('float32', 'float64')"),
     (dict(obs_shape=(2, 3)), "PolicySpec.obs_shape=(2, 3) does not fit torso='mlp': expected (obs_dim,)"),
     (dict(obs_shape=(0,)), "PolicySpec.obs_shape=(0,) does not fit torso='mlp'"),
     (dict(obs_shape=(4,), torso="lstm"), "PolicySpec.obs_shape=(4,) does not fit torso='lstm': expected (K, obs_dim)"),
@@ -227,13 +237,13 @@ def test_unbounded_gaussian_and_linear_policy_are_valid():
 
 
 def test_check_weights_lists_missing_extra_and_wrongly_shaped_together():
-    weights = init_weights(GAUSSIAN_MLP)
+    weights = init_weights(GAUSSIAN_MLP, dtype="float32")
     del weights["policy/log_std"]
     weights["policy/dense_0/kernel"] = np.zeros((3, 31))
     weights["policy/head/bias"] = np.zeros((2,))
     weights["policy/dense_9/kernel"] = np.zeros((1, 1))
     with pytest.raises(ValueError) as err:
-        check_weights(GAUSSIAN_MLP, weights)
+        check_weights(GAUSSIAN_MLP, weights, dtype="float32")
     assert str(err.value) == (
         "weights do not match the PolicySpec: missing ['policy/log_std'], "
         "extra ['policy/dense_9/kernel'], wrongly shaped "
@@ -249,7 +259,7 @@ def test_check_weights_lists_missing_extra_and_wrongly_shaped_together():
     ("nonfinite", "weight policy/dense_1/bias holds non-finite values"),
 ])
 def test_check_weights_single_problems(problem, message):
-    weights = init_weights(CATEGORICAL_MLP)
+    weights = init_weights(CATEGORICAL_MLP, dtype="float32")
     if problem == "missing":
         del weights["policy/head/bias"]
     elif problem == "extra":
@@ -259,16 +269,15 @@ def test_check_weights_single_problems(problem, message):
     else:
         weights["policy/dense_1/bias"][5] = np.inf
     with pytest.raises(ValueError) as err:
-        check_weights(CATEGORICAL_MLP, weights)
+        check_weights(CATEGORICAL_MLP, weights, dtype="float32")
     assert str(err.value) == message
 
 
-def test_check_weights_casts_to_the_spec_dtype_in_canonical_order():
-    spec64 = LSTM_K8.with_dtype("float64")
-    weights32 = init_weights(LSTM_K8, seed=1)
+def test_check_weights_casts_to_the_given_dtype_in_canonical_order():
+    weights32 = init_weights(LSTM_K8, seed=1, dtype="float32")
     shuffled = dict(reversed(list(weights32.items())))
-    out = check_weights(spec64, shuffled)
-    assert list(out) == list(spec64.weight_shapes())
+    out = check_weights(LSTM_K8, shuffled, dtype="float64")
+    assert list(out) == list(LSTM_K8.weight_shapes())
     for name, value in out.items():
         assert value.dtype == np.float64
         np.testing.assert_array_equal(value, weights32[name].astype(np.float64))

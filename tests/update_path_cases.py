@@ -49,12 +49,12 @@ def envs_for(case: Case, seed: int = 0):
 
 
 def spec_for(case: Case) -> PolicySpec:
-    """The case's policy spec (float32; agents cast it to their config's dtype)."""
+    """The case's policy spec (agents compute in their config's dtype)."""
     return spec_for_env(envs_for(case), torso=case.torso, hidden=case.hidden)
 
 
 def agent(impl: str, case: Case, cfg: ReinforceConfig, seed: int = 1):
-    """A fresh agent of twin ``impl`` with ``init_weights(spec, seed)``."""
+    """A fresh agent of twin ``impl`` with ``init_weights(spec, seed, dtype=cfg.dtype)``."""
     return agent_class(impl)(spec_for(case), cfg, seed=seed)
 
 

@@ -111,7 +111,7 @@ def gradient_estimates(spec: PolicySpec, config: ReinforceConfig, weights: dict[
             continue
         segs = bl.segments(batch, config.gamma)
         order = segs.episode_order()
-        obs = batch.obs.reshape(-1, *batch.obs.shape[2:])[order].astype(scorer.spec.np_dtype)
+        obs = batch.obs.reshape(-1, *batch.obs.shape[2:])[order].astype(config.dtype)
         actions = batch.actions.reshape(-1, *batch.actions.shape[2:])[order]
         grads = {n: np.array(g) for n, g in scorer.per_sample_gradients(obs, actions, method).items()}
         lengths = segs.lengths[segs.complete]
@@ -217,14 +217,14 @@ def independent_batches(env_id: str, spec: PolicySpec, policy_fn, num_batches: i
 def measure(env_id: str, num_batches: int, num_envs: int, num_steps: int, gamma: float = 0.99,
             hidden: tuple[int, ...] = (64, 64), seed: int = 0, impl: str = "graph",
             memory: float = ReinforceConfig.baseline_memory, warmup: int = 20) -> list[Row]:
-    """The report for ``env_id`` under its initial policy (``init_weights(spec, seed)``):
+    """The report for ``env_id`` under its initial policy (``init_weights(spec, seed, dtype=...)``):
     ``num_batches`` batches, the first ``warmup`` of them only filling the memories."""
     envs = make_vec_env(env_id, 1, seed=seed)
     spec = spec_for_env(envs, hidden=hidden)
     envs.close()
-    weights = init_weights(spec, seed)
     config = ReinforceConfig(gamma=gamma, normalize_returns=False, num_envs=num_envs,
                              num_steps=num_steps, baseline_memory=memory)
+    weights = init_weights(spec, seed, dtype=config.dtype)
     policy = agent_class(impl)(spec, config, weights=weights)
     batches = independent_batches(env_id, spec, policy.dist_params, num_batches, num_envs,
                                   num_steps, seed)

@@ -44,7 +44,7 @@ import numpy as np
 
 from eager.agent import ReinforceAgent as EagerAgent
 from legacy_graph.agent import ReinforceAgent as LegacyAgent
-from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.config import DTYPES, ReinforceConfig
 from pgtwin_core.specs import PolicySpec, spec_for_env
 from pgtwin.migrate.checkpoint_prefix import refuse_existing, staged_prefix
 from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
@@ -210,7 +210,6 @@ def infer_spec(policy: dict[str, np.ndarray], src: str, env_id: str | None = Non
     if missing:
         raise CheckpointMismatchError(src, missing=missing)
     head = shapes["policy/head/kernel"]
-    dtype = policy["policy/head/kernel"].dtype.name
     if "policy/lstm/kernel" in shapes:
         units = shapes["policy/lstm/kernel"][-1] // 4
         obs_dim = shapes["policy/lstm/kernel"][0] - units
@@ -221,7 +220,7 @@ def infer_spec(policy: dict[str, np.ndarray], src: str, env_id: str | None = Non
     distribution = "gaussian" if "policy/log_std" in shapes else "categorical"
     try:
         spec = PolicySpec(distribution, obs_shape, head[-1], torso=torso, hidden=hidden,
-                          activation=activation, dtype=dtype)
+                          activation=activation)
         if env_id is not None:
             spec = _spec_from_env(env_id, spec)
     except ValueError as err:
@@ -238,7 +237,7 @@ def _spec_from_env(env_id: str, inferred: PolicySpec) -> PolicySpec:
     env = gymnasium.make(env_id)
     try:
         flat = spec_for_env(env, torso="mlp", hidden=inferred.dense_sizes or (1,),
-                            activation=inferred.activation, dtype=inferred.dtype)
+                            activation=inferred.activation)
     finally:
         env.close()
     obs_shape = (inferred.history, flat.obs_dim) if inferred.torso == "lstm" else flat.obs_shape
@@ -319,7 +318,10 @@ def convert_checkpoint(
     if parts.problems:
         raise CheckpointMismatchError(src, other=parts.problems)
     spec = infer_spec(parts.policy, src, env_id, activation, history)
-    config = config.replace(dtype=spec.dtype)
+    dtype = parts.policy["policy/head/kernel"].dtype.name
+    if dtype not in DTYPES:
+        raise CheckpointMismatchError(src, other=[f"the policy is {dtype}, not one of {DTYPES}"])
+    config = config.replace(dtype=dtype)
     has_state = bool(parts.slots or parts.powers)
     if optimizer_state == "reset" or (optimizer_state == "auto" and not has_state):
         dropped = parts.dropped + [old for old in _state_names(parts)]
@@ -385,8 +387,8 @@ def verify_conversion(path: str, spec: PolicySpec, config: ReinforceConfig,
     observations), ``weights`` (after two optimizer steps on the same random gradients,
     which exercises the converted m, v and t).
     """
-    rtol, atol = DEFAULT_TOLERANCES[spec.dtype][None]
-    w_rtol, w_atol = DEFAULT_TOLERANCES[spec.dtype].get("weights", (rtol, atol))
+    rtol, atol = DEFAULT_TOLERANCES[config.dtype][None]
+    w_rtol, w_atol = DEFAULT_TOLERANCES[config.dtype].get("weights", (rtol, atol))
     report = ParityReport()
     restored = EagerAgent(spec, config, seed=seed + 1)  # other initial values: all must be replaced
     restored.restore(path)
@@ -406,11 +408,11 @@ def verify_conversion(path: str, spec: PolicySpec, config: ReinforceConfig,
         report.add(compare_arrays("variables", "optimizer/iterations", np.asarray(steps),
                                   restored.optimizer.iterations.numpy(), 0.0))
         rng = np.random.default_rng(seed)
-        obs = rng.standard_normal((num_obs, *spec.obs_shape)).astype(spec.np_dtype)
+        obs = rng.standard_normal((num_obs, *spec.obs_shape)).astype(config.dtype)
         report.add(compare_arrays("outputs", "dist_params", legacy.dist_params(obs),
                                   restored.dist_params(obs), rtol, atol))
         for _ in range(2):
-            grads = {n: rng.standard_normal(w.shape).astype(spec.np_dtype) * 0.1
+            grads = {n: rng.standard_normal(w.shape).astype(config.dtype) * 0.1
                      for n, w in weights.items()}
             legacy.apply_gradients(grads)
             restored.apply_gradients(grads)

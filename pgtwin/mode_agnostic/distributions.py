@@ -2,7 +2,7 @@
 
 The same ops build a TF1 graph (``legacy_graph``) or run eagerly and inside ``tf.function``
 (``eager``). ``params`` are those of ``forward_pass.dist_params``: logits ``[B, action_size]``
-(categorical) or ``concat(mean, log_std)`` ``[B, 2 action_dim]`` (Gaussian), in the spec's dtype.
+(categorical) or ``concat(mean, log_std)`` ``[B, 2 action_dim]`` (Gaussian), in the config's dtype.
 """
 from __future__ import annotations
 

@@ -63,11 +63,12 @@ def torso(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tenso
 
 
 def squash_mean(spec: PolicySpec, z: tf.Tensor) -> tf.Tensor:
-    """Put the Gaussian mean into the action bounds (``sigmoid``, ``tanh`` or ``none``)."""
+    """Put the Gaussian mean into the action bounds (``sigmoid``, ``tanh`` or ``none``); the
+    bounds are taken in ``z``'s dtype."""
     if spec.squash == "none":
         return z
-    low = np.asarray(spec.action_low, dtype=spec.np_dtype)
-    high = np.asarray(spec.action_high, dtype=spec.np_dtype)
+    low = np.asarray(spec.action_low, dtype=z.dtype.as_numpy_dtype)
+    high = np.asarray(spec.action_high, dtype=z.dtype.as_numpy_dtype)
     if spec.squash == "sigmoid":
         return low + (high - low) * tf.sigmoid(z)
     return (high + low) / 2 + (high - low) / 2 * tf.tanh(z)

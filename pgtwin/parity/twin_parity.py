@@ -65,12 +65,12 @@ class PolicyKind:
         """The kind's vector env, seeded (``pgtwin_core.envs.make_vec_env``)."""
         return make_vec_env(self.env_id, num_envs, seed=seed, history=self.history)
 
-    def spec(self, dtype: str = "float32", envs=None) -> PolicySpec:
-        """The kind's ``PolicySpec`` in ``dtype`` (from ``envs``' spaces, or a fresh env's)."""
+    def spec(self, envs=None) -> PolicySpec:
+        """The kind's ``PolicySpec`` (from ``envs``' spaces, or a fresh env's)."""
         own = envs is None
         envs = self.make_envs(1) if own else envs
         try:
-            return spec_for_env(envs, torso=self.torso, hidden=self.hidden, dtype=dtype)
+            return spec_for_env(envs, torso=self.torso, hidden=self.hidden)
         finally:
             if own:
                 envs.close()
@@ -160,8 +160,8 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
         raise ValueError(f"optimizer_steps and training_updates must be >= 1, got "
                          f"{optimizer_steps} and {training_updates}")
     ctx = f"{kind.name}/{dtype}"
-    spec = kind.spec(dtype)
-    weights = init_weights(spec, seed)
+    spec = kind.spec()
+    weights = init_weights(spec, seed, dtype=dtype)
     changes = dict(eager_config or {})
     report = ParityReport()
 
@@ -232,7 +232,7 @@ def compare_outputs(pair: TwinPair, batch: Batch, ctx: str) -> ParityReport:
     """Rung 2: distribution parameters and log-probs of the batch's actions."""
     graph, eager = pair
     inputs = graph.inputs(batch)
-    rtol = RTOL[graph.spec.dtype]
+    rtol = RTOL[graph.config.dtype]
     report = ParityReport()
     report.add(compare_arrays("outputs", "dist_params", graph.dist_params(inputs.obs),
                               eager.dist_params(inputs.obs), rtol, context=ctx))
@@ -245,7 +245,7 @@ def compare_loss(pair: TwinPair, batch: Batch, ctx: str) -> ParityReport:
     """Rung 3: the loss on the batch."""
     graph, eager = pair
     return ParityReport([compare_arrays("loss", "loss", graph.loss_value(batch),
-                                        eager.loss_value(batch), RTOL[graph.spec.dtype],
+                                        eager.loss_value(batch), RTOL[graph.config.dtype],
                                         context=ctx)])
 
 
@@ -253,7 +253,7 @@ def compare_gradients(pair: TwinPair, batch: Batch, ctx: str) -> ParityReport:
     """Rung 4: the gradient of the loss, one row per variable."""
     graph, eager = pair
     g_grads, e_grads = graph.gradients(batch), eager.gradients(batch)
-    rtol = RTOL[graph.spec.dtype]
+    rtol = RTOL[graph.config.dtype]
     return ParityReport([compare_arrays("gradients", name, g_grads[name], e_grads[name], rtol,
                                         context=ctx) for name in g_grads])
 
@@ -262,7 +262,7 @@ def compare_steps(pair: TwinPair, batch: Batch, steps: int, ctx: str) -> ParityR
     """Rung 5: ``steps`` updates on ``batch``; the update metrics, then each variable."""
     graph, eager = pair
     config = graph.config
-    rtol = RTOL[graph.spec.dtype]
+    rtol = RTOL[graph.config.dtype]
     g_metrics = [graph.update(batch) for _ in range(steps)]
     e_metrics = [eager.update(batch) for _ in range(steps)]
     report = ParityReport()

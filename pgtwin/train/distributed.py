@@ -277,7 +277,7 @@ def train_distributed(
     if isinstance(updates, bool) or int(updates) != updates or updates < 1:
         raise ValueError(f"updates must be an integer >= 1, got updates={updates!r}")
     probe = make_vec_env(env_id, 1, seed=seed, history=history, vectorization="sync")
-    spec = spec_for_env(probe, torso=torso, hidden=hidden, dtype=config.dtype)
+    spec = spec_for_env(probe, torso=torso, hidden=hidden)
     probe.close()
     agent = DistributedReinforceAgent(spec, config, weights=weights, seed=seed, strategy=strategy)
     envs = [make_vec_env(env_id, config.num_envs, replica_env_seed(seed, r, config.num_envs),

@@ -120,7 +120,7 @@ def train_under_strategy(settings: RunSettings, strategy, strategy_name: str,
     config = settings.config
     probe = make_vec_env(settings.env_id, 1, settings.seed, settings.history,
                          vectorization="sync")
-    spec = spec_for_env(probe, settings.torso, settings.hidden, dtype=config.dtype)
+    spec = spec_for_env(probe, settings.torso, settings.hidden)
     probe.close()
     agent = DistributedReinforceAgent(spec, config, seed=settings.seed, strategy=strategy)
     envs = [make_vec_env(settings.env_id, config.num_envs,

@@ -225,7 +225,7 @@ def _train_locked(settings: RunSettings, resume: bool, say: Callable[[str], None
                         settings.history)
     agent = run = None
     try:
-        spec = spec_for_env(envs, settings.torso, settings.hidden, dtype=settings.config.dtype)
+        spec = spec_for_env(envs, settings.torso, settings.hidden)
         agent = agent_class(settings.impl)(spec, settings.config, seed=settings.seed)
         run = _Run(settings, paths, agent, envs, sampling_rng(settings.seed), say)
         try:

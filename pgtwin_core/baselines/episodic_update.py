@@ -73,7 +73,7 @@ class EpisodicUpdate:
                     for x in est.replica_inputs]
             bonus = self.weighted.gradients(zero)
             grads = {n: g + bonus[n] for n, g in grads.items()}
-        return {n: g.astype(self.spec.np_dtype) for n, g in grads.items()}
+        return {n: g.astype(self.config.dtype) for n, g in grads.items()}
 
     def loss_value(self, batches: Batch | Sequence[Batch]) -> float:
         """The loss at the baseline: for the per-parameter ones, the surrogate at ``<R>``."""

@@ -106,6 +106,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 1
     if args.json:
         print(json.dumps({"ok": True, "dst": result.dst, "spec": _spec_dict(result.spec),
+                          "dtype": result.config.dtype,
                           "renamed": result.renamed, "optimizer_state": result.optimizer_state,
                           "iterations": result.iterations, "dropped": result.dropped,
                           "report": result.report.to_dict()}))
