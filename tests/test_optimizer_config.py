@@ -88,7 +88,7 @@ def test_keras_clipping_is_shown_but_not_failed():
 def test_two_optimizers_on_the_compared_variables_are_mixed():
     graph = tf.Graph()
     with graph.as_default():
-        w = tf1.get_variable("w", [3])
+        w = tf1.get_variable("w", [3], initializer=tf1.ones_initializer())
         loss = tf.reduce_sum(tf.square(w))
         op = tf.group(tf1.train.AdamOptimizer(0.1).minimize(loss),
                       tf1.train.GradientDescentOptimizer(0.1).minimize(loss))

@@ -57,7 +57,8 @@ class Figure:
 
 def repo_root() -> str:
     """The source tree holding ``benchmarks/`` (the package is installed editable)."""
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # pgtwin/measure/bench.py -> the folder holding pgtwin/
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def benchmarks_dir() -> str:
