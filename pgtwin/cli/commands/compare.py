@@ -71,6 +71,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import numpy as np
 
+    from pgtwin.cli.tensorflow_startup import import_tensorflow
+
+    import_tensorflow()  # first, so its start-up notices are filtered as the log level asks
+
     from pgtwin.parity.code_checks import LegacyCodeError, eager_guard, explain_build_error
     from pgtwin.parity.code_parity import compare_programs
     from pgtwin.cli.factories import FactoryError, load_factory

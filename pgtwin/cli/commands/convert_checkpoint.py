@@ -73,6 +73,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Convert, print what was written (or why not), return the exit code."""
+    from pgtwin.cli.tensorflow_startup import import_tensorflow
+
+    import_tensorflow()  # first, so its start-up notices are filtered as the log level asks
     from pgtwin_core.config import ReinforceConfig
     from pgtwin.migrate.agent_checkpoint import (
         CheckpointMismatchError, ConversionVerificationError, convert_checkpoint, parse_map)
