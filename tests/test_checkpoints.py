@@ -233,3 +233,29 @@ def test_trailing_mean_against_a_loop():
     x = np.random.default_rng(0).normal(size=57)
     want = [np.mean(x[max(0, i - 9):i + 1]) for i in range(57)]
     np.testing.assert_allclose(trailing_mean(x, 10), want, rtol=1e-12)
+
+
+def test_an_old_checkpoint_that_cannot_be_deleted_is_named_not_silent(tmp_path, monkeypatch):
+    import shutil
+    import warnings
+
+    from pgtwin.train import checkpoints as ck
+
+    root = str(tmp_path)
+    for update in (1, 2, 3):
+        ck.write_checkpoint(root, update, lambda d: open(os.path.join(d, "x"), "w").close(), {},
+                            keep=None)
+    real = shutil.rmtree
+
+    def failing(path, onerror=None, **kw):  # the OS refuses, as on a read-only mount
+        onerror(os.remove, os.path.join(path, "x"), (OSError, OSError(30, "Read-only"), None))
+
+    monkeypatch.setattr(shutil, "rmtree", failing)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ck.prune(root, keep=1)
+    monkeypatch.setattr(shutil, "rmtree", real)
+    messages = [str(w.message) for w in caught if issubclass(w.category, ck.CheckpointCleanupWarning)]
+    assert len(messages) == 2  # updates 1 and 2
+    assert "update_00000001" in messages[0] and "Read-only" in messages[0]
+    assert "stays on disk" in messages[0]

@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -104,7 +105,7 @@ def write_checkpoint(root: str, update: int, fill: Callable[[str], None],
             aside = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}replaced-", dir=root)
             os.rename(final, os.path.join(aside, "old"))
             os.rename(tmp, final)
-            shutil.rmtree(aside, ignore_errors=True)
+            remove_tree(aside, "the replaced copy of a checkpoint")
         else:
             os.rename(tmp, final)
         _fsync_dir(root)
@@ -116,14 +117,37 @@ def write_checkpoint(root: str, update: int, fill: Callable[[str], None],
     return Checkpoint(final, int(update), manifest["meta"])
 
 
+class CheckpointCleanupWarning(UserWarning):
+    """An old checkpoint (or a replaced copy) could not be deleted: it stays on disk."""
+
+
 def prune(root: str, keep: int) -> list[str]:
-    """Delete all but the newest ``keep`` (>= 1) checkpoints under ``root``; return their paths."""
+    """Delete all but the newest ``keep`` (>= 1) checkpoints under ``root``; return their paths.
+
+    A deletion that fails is not an error of the run (the newest checkpoints are intact,
+    and a half-deleted old one fails :func:`verify` by name if it is ever used) but it is
+    never silent: a :class:`CheckpointCleanupWarning` names the path and the OS error, and
+    the next prune tries again.
+    """
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
     old = [path for _, path in list_checkpoints(root)[:-keep]]
     for path in old:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path, "an old checkpoint")
     return old
+
+
+def remove_tree(path: str, what: str) -> bool:
+    """``shutil.rmtree(path)``; on failure a :class:`CheckpointCleanupWarning`, and False."""
+    failures: list[str] = []
+    shutil.rmtree(path, onerror=lambda _fn, where, exc: failures.append(f"{where}: {exc[1]}"))
+    if failures:
+        warnings.warn(CheckpointCleanupWarning(
+            f"could not delete {what} {path} ({failures[0]}"
+            + (f", and {len(failures) - 1} more" if len(failures) > 1 else "")
+            + "): it stays on disk and is tried again at the next checkpoint; free the disk "
+            "or fix the permissions"), stacklevel=2)
+    return not failures
 
 
 def verify(path: str) -> Checkpoint:
