@@ -604,3 +604,25 @@ def test_two_workers_train_to_identical_weights(tmp_path):
 
 if __name__ == "__main__":
     print(json.dumps({"logical-devices": _logical_devices_run}[sys.argv[1]]()))
+
+
+def test_a_distributed_run_is_refused_while_another_process_holds_its_run_directory(tmp_path):
+    # Issue 17's run lock covers runs under a strategy too: the chief takes it. A lock held
+    # elsewhere (here: another open of the same lock file) refuses the run before any work,
+    # naming the owner.
+    import tensorflow as tf
+
+    from pgtwin.train.distributed_run import train_under_strategy
+    from pgtwin.train.run import RunSettings, TrainingError
+    from pgtwin.train.run_lock import RunLock
+
+    logdir = str(tmp_path / "run")
+    os.makedirs(logdir)
+    settings = RunSettings("CartPole-v1", "eager", ReinforceConfig(num_envs=2, num_steps=8),
+                           logdir, total_steps=16, hidden=(4,), progress=False,
+                           tensorboard=False)
+    with RunLock(logdir):
+        with pytest.raises(TrainingError, match=f"in use by process {os.getpid()}"):
+            train_under_strategy(settings, tf.distribute.MirroredStrategy(["/cpu:0"]),
+                                 "mirrored")
+    assert not os.path.exists(os.path.join(logdir, "run.json"))  # nothing was written

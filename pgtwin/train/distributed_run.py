@@ -43,6 +43,7 @@ from pgtwin.train.distributed import (
     iterate_distributed_training, replica_env_seed, replica_rng,
 )
 from pgtwin.train.episode_log import DISTRIBUTED_COLUMNS, EpisodeLog
+from pgtwin.train.run_lock import RunLock, RunLockError
 from pgtwin.train.skipped_updates import first_skip_message, stall_message
 from pgtwin.train.run import (
     RunResult, RunSettings, TrainingError, check_same_settings, import_env_module,
@@ -127,7 +128,14 @@ def train_under_strategy(settings: RunSettings, strategy, strategy_name: str,
                          replica_env_seed(settings.seed, r, config.num_envs), settings.history)
             for r in agent.replica_ids]
     run = _DistributedRun(settings, strategy_name, cpu_replicas, agent, envs, say)
+    lock = None
     try:
+        if run.chief:  # one writer per run directory, as for a single-process run
+            os.makedirs(settings.logdir, exist_ok=True)
+            try:
+                lock = RunLock(settings.logdir).acquire()
+            except RunLockError as err:
+                raise TrainingError(str(err)) from err
         if resume:
             run.resume()
         else:
@@ -135,6 +143,8 @@ def train_under_strategy(settings: RunSettings, strategy, strategy_name: str,
         return run.loop(ReplicaCollector(run.envs, collection))
     finally:
         run.close()
+        if lock is not None:
+            lock.release()
 
 
 def episode_rows(blocks: Sequence[np.ndarray], workers: Sequence[int], update: int,
