@@ -160,6 +160,11 @@ class ReinforceAgent:
         """Apply given gradients with the agent's optimizer; False (skipped) if non-finite."""
         return self.weighted_loss.apply(grads)
 
+    def set_learning_rate(self, learning_rate: float) -> None:
+        """The step size of the next updates (a schedule's value), into Keras' float32
+        learning-rate variable (the compiled update reads it, it is not traced in)."""
+        self.optimizer.learning_rate.assign(np.float32(learning_rate))
+
     # -------------------------------------------------------------- weights
     def get_weights(self) -> dict[str, np.ndarray]:
         """Current weights by canonical name."""

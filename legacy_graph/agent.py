@@ -28,7 +28,7 @@ from pgtwin.mode_agnostic.loss import reinforce_loss
 from legacy_graph import network
 from legacy_graph.checkpoint_layout import saved_layout
 from legacy_graph.gradient_step import checked_gradients, guarded_apply
-from legacy_graph.optimizers import make_optimizer
+from legacy_graph.optimizers import learning_rate_variable, make_optimizer
 from legacy_graph.per_sample import PerSampleGradients
 from legacy_graph.policy_call import policy_callable
 from legacy_graph.update_paths import update_path
@@ -95,7 +95,10 @@ class ReinforceAgent:
         # through placeholders by the same optimizer.
         self.grad_phs = {name: tf1.placeholder(dtype, v.shape, name=f"grad/{name}")
                          for name, v in self.variables.items()}
-        self.optimizer = make_optimizer(self.config, dtype)
+        self.learning_rate = learning_rate_variable(self.config, dtype)
+        self._lr_ph = tf1.placeholder(dtype, [], name="learning_rate_value")
+        self._lr_assign = self.learning_rate.assign(self._lr_ph)
+        self.optimizer = make_optimizer(self.config, dtype, self.learning_rate)
         clip = self.config.max_grad_norm
         self.train_op, self.applied = guarded_apply(self.optimizer, self.variables, self.grads,
                                                     self.loss, clip)
@@ -105,7 +108,8 @@ class ReinforceAgent:
 
         self.weight_phs = {name: tf1.placeholder(dtype, v.shape) for name, v in self.variables.items()}
         self.assign_op = tf.group(*[v.assign(self.weight_phs[n]) for n, v in self.variables.items()])
-        self._init_op = tf1.global_variables_initializer()
+        self._init_op = tf.group(tf1.global_variables_initializer(),
+                                 tf1.local_variables_initializer())
         self.saver = tf1.train.Saver(var_list=tf1.global_variables(), max_to_keep=None)
 
     # -------------------------------------------------------------- policy
@@ -177,6 +181,12 @@ class ReinforceAgent:
     def apply_gradients(self, grads: dict[str, np.ndarray]) -> bool:
         """Apply given gradients with the agent's optimizer; False (skipped) if non-finite."""
         return self.weighted_loss.apply(grads)
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        """The step size of the next updates (a schedule's value), rounded to float32 as
+        Keras' variable rounds it in the eager twin."""
+        value = np.float32(learning_rate).astype(self.config.dtype)
+        self.session.run(self._lr_assign, {self._lr_ph: value})
 
     # ------------------------------------------------------------- weights
     def get_weights(self) -> dict[str, np.ndarray]:

@@ -53,9 +53,27 @@ class KerasMatchedAdam(tf1.train.AdamOptimizer):
         return tf.group(*update_ops + [update_beta1, update_beta2], name=name_scope)
 
 
-def make_optimizer(config: ReinforceConfig, dtype: str) -> tf1.train.Optimizer:
-    """Adam or plain SGD for variables of ``dtype``, built in the current graph."""
-    lr = tf.constant(np.float32(config.learning_rate), dtype=dtype)
+def learning_rate_variable(config: ReinforceConfig, dtype: str) -> tf.Variable:
+    """The step size as a variable of ``dtype`` holding ``float32(learning_rate)`` (Keras
+    keeps its learning rate in a float32 variable), so that a schedule can set it between
+    updates (``ReinforceAgent.set_learning_rate``). A local variable: the ``Saver`` leaves
+    it out (a schedule is a function of the env-step counter, which the run's checkpoint
+    holds), so the checkpoint layout is that of a constant learning rate."""
+    return tf1.Variable(tf.constant(np.float32(config.learning_rate), dtype=dtype),
+                        trainable=False, name="learning_rate",
+                        collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+
+
+def make_optimizer(config: ReinforceConfig, dtype: str,
+                   learning_rate: tf.Tensor | None = None) -> tf1.train.Optimizer:
+    """Adam or plain SGD for variables of ``dtype``, built in the current graph.
+
+    ``learning_rate``: a tensor of ``dtype`` (``learning_rate_variable``); None: the
+    config's, as a constant rounded to float32.
+    """
+    lr = learning_rate
+    if lr is None:
+        lr = tf.constant(np.float32(config.learning_rate), dtype=dtype)
     if config.optimizer == "sgd":
         return tf1.train.GradientDescentOptimizer(lr)
     return KerasMatchedAdam(lr, config.adam_beta1, config.adam_beta2, config.adam_epsilon, dtype)

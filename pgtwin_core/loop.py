@@ -14,7 +14,9 @@ import gymnasium as gym
 import numpy as np
 
 from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.obs_normalizer import ObsNormalizer, observed
 from pgtwin_core.rollout import Batch, PolicyFn, RolloutState, collect
+from pgtwin_core.schedules import Schedules
 from pgtwin_core.specs import PolicySpec
 
 
@@ -70,14 +72,34 @@ def skip_reason(metrics: dict[str, Any]) -> str | None:
 
 def iterate_training(
     agent: Agent, envs: gym.vector.VectorEnv, rng: np.random.Generator,
-    state: RolloutState | None = None, start_update: int = 0,
+    state: RolloutState | None = None, start_update: int = 0, *,
+    schedules: Schedules | None = None, normalizer: ObsNormalizer | None = None,
 ) -> Iterator[Iteration]:
-    """Yield one :class:`Iteration` per update, forever; the caller decides when to stop."""
+    """Yield one :class:`Iteration` per update, forever; the caller decides when to stop.
+
+    ``schedules`` (``pgtwin_core.schedules``): the learning rate set before each update and
+    the log-std floor projected after it, from the env steps taken before its rollout.
+    ``normalizer`` (``pgtwin_core.obs_normalizer``): the policy sees, and the update trains
+    on, normalised observations; the statistics take in each batch's raw observations
+    after it is normalised (so they are frozen within a rollout). The yielded batch is the
+    normalised one; ``state.obs`` stays raw.
+    """
     start = time.perf_counter()
     update = start_update
     while True:
-        batch, state = collect(envs, agent.rollout_policy(), agent.spec,
+        steps_before = 0 if state is None else state.env_steps
+        if schedules is not None and schedules.active:
+            schedules.before_update(agent, steps_before)
+        policy = agent.rollout_policy()
+        if normalizer is not None:
+            policy = normalizer.wrap(policy)
+        batch, state = collect(envs, policy, agent.spec,
                                agent.config.num_steps, rng, state)      # collect
+        if normalizer is not None:
+            raw, batch = batch, normalizer.normalized_batch(batch)
+            normalizer.update(observed(raw))
         metrics = agent.update(batch)                                    # returns + update
+        if schedules is not None and schedules.active:
+            schedules.after_update(agent, steps_before)
         update += 1
         yield Iteration(update, batch, metrics, state, time.perf_counter() - start)  # log
