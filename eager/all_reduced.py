@@ -245,10 +245,11 @@ class AllReducedPath:
 
 def global_normalize(ctx: tf.distribute.ReplicaContext, returns: tf.Tensor, valid: tf.Tensor,
                      count: tf.Tensor) -> tf.Tensor:
-    """``pgtwin_core.returns.normalize(returns, mask=valid)`` over the valid steps of all replicas.
+    """``pgtwin_core.returns.unit_scale(returns, mask=valid)`` over the valid steps of all replicas.
 
-    ``(R - mean) / (std + eps)`` with the population std, both from all-reduced sums; a
-    constant input (global min == max) gives zeros, as in ``normalize``.
+    ``R / (std + eps)`` with the population std from all-reduced sums, not centred (the
+    baseline is what shifts the returns); a constant input (global min == max) is returned
+    unscaled, as in ``unit_scale``.
 
     Args:
       returns: float64 ``[B_r]``, 0 on invalid steps (data). valid: float64 0/1 ``[B_r]``.
@@ -262,7 +263,7 @@ def global_normalize(ctx: tf.distribute.ReplicaContext, returns: tf.Tensor, vali
                       -tf.reduce_min(tf.where(is_valid, -returns, big))])
     lo_hi = ctx.all_gather(lo_hi[tf.newaxis], axis=0)  # [num_replicas, 2]
     lo, hi = tf.reduce_min(lo_hi[:, 0]), tf.reduce_max(lo_hi[:, 1])
-    # As normalize: the summed mean of a constant can miss it by an ulp; use the value.
-    mean = tf.where(lo == hi, lo, ctx.all_reduce(SUM, tf.reduce_sum(valid * returns)) / count)
+    mean = ctx.all_reduce(SUM, tf.reduce_sum(valid * returns)) / count
     var = ctx.all_reduce(SUM, tf.reduce_sum(valid * tf.square(returns - mean))) / count
-    return valid * (returns - mean) / (tf.sqrt(var) + NORMALIZE_EPS)
+    scale = tf.where(lo == hi, tf.constant(1.0, tf.float64), tf.sqrt(var) + NORMALIZE_EPS)
+    return valid * returns / scale

@@ -45,7 +45,8 @@ class DistributedReinforceAgent(ReinforceAgent):
       strategy: a ``tf.distribute.Strategy``; the current one (default: one device) if None.
 
     Raises:
-      ValueError: ``update_path`` other than ``recompute``.
+      ValueError: ``update_path`` other than ``recompute``; ``baseline`` ``time_mean`` or
+        ``value``, or ``gpomdp`` (not all-reduced yet: issue 15's estimators run on one device).
     """
 
     def __init__(self, spec: PolicySpec, config: ReinforceConfig = ReinforceConfig(),
@@ -56,6 +57,12 @@ class DistributedReinforceAgent(ReinforceAgent):
                 f"ReinforceConfig.update_path={config.update_path!r} is not supported under a "
                 "tf.distribute strategy (each replica recomputes its batch); use 'recompute'"
             )
+        if config.baseline in ("time_mean", "value") or config.gpomdp:
+            what = "gpomdp=True" if config.gpomdp else f"baseline={config.baseline!r}"
+            raise ValueError(
+                f"ReinforceConfig.{what} is not supported under a tf.distribute strategy yet "
+                "(its statistics are not all-reduced); train it on one device, or use "
+                "baseline 'none', 'mean', 'optimal_scalar' or an episodic one")
         self.strategy = strategy if strategy is not None else tf.distribute.get_strategy()
         ids = self.strategy.experimental_distribute_values_from_function(
             lambda ctx: ctx.replica_id_in_sync_group)

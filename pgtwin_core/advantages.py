@@ -4,11 +4,16 @@ Both twins train on exactly these arrays, so any difference between them is in t
 TensorFlow code, never in the data. The per-step weight ``w_i = valid_i / num_valid``
 turns the loss into a mean over the steps that belong to an episode::
 
-    R_i = G_i                         (pgtwin_core.returns.discounted_returns)
-    R_i = normalize(R_i over valid)   if config.normalize_returns
-    A_i = R_i - mean_valid(R)         if config.baseline == "mean"
-    A_i = R_i                         otherwise (the optimal baselines are the twins' job:
+    G_i = reward-to-go                (pgtwin_core.returns.discounted_returns)
+    s   = std_valid(G) + eps          if config.normalize_returns, else 1 (the scale only:
+                                      NOT centred, so baseline "none" subtracts nothing)
+    b_i = mean_valid(G)               baseline "mean"
+        = b_t^(-e)                    "time_mean" (pgtwin_core.baselines.time_mean)
+        = V(s_i, t_i)                 "value" (given by the value path: ``baseline=``)
+        = 0                           "none" (the optimal baselines are the twins' job:
                                       they need per-sample gradients)
+    d_i = gamma^t_i                   if config.gpomdp (t from the episode's start), else 1
+    R_i = G_i / s;  A_i = d_i (G_i - b_i) / s
     loss = -sum_i w_i * A_i * log pi(a_i|s_i) - entropy_coef * sum_i w_i * H_i
 """
 from __future__ import annotations
@@ -19,7 +24,8 @@ import numpy as np
 
 from pgtwin_core import policy_inputs
 from pgtwin_core.config import ReinforceConfig
-from pgtwin_core.returns import discounted_returns, normalize
+from pgtwin_core.episode_time import step_discounts
+from pgtwin_core.returns import discounted_returns, return_scale, unit_scale
 from pgtwin_core.rollout import Batch
 from pgtwin_core.specs import PolicySpec
 
@@ -33,7 +39,7 @@ class TrainInputs:
     actions: np.ndarray
     """int64 ``[B]`` or ``[B, action_dim]`` of ``config.dtype``."""
     returns: np.ndarray
-    """``[B]``: R_i, the (possibly normalised) reward-to-go; 0 on invalid steps."""
+    """``[B]``: R_i, the reward-to-go (divided by its std if normalised); 0 on invalid steps."""
     advantages: np.ndarray
     """``[B]``: A_i, the returns less the non-gradient baseline; 0 on invalid steps."""
     weights: np.ndarray
@@ -47,7 +53,8 @@ class TrainInputs:
 
 def flat_returns(batch: Batch, config: ReinforceConfig,
                  reward_to_go: np.ndarray | None = None) -> np.ndarray:
-    """Reward-to-go ``[T, N]`` float64, normalised over valid steps if configured; 0 off them.
+    """Reward-to-go ``[T, N]`` float64, divided by its std over the valid steps if
+    ``config.normalize_returns`` (not centred: ``pgtwin_core.returns.unit_scale``); 0 off them.
 
     ``reward_to_go``: the batch's ``discounted_returns`` ``[T, N]`` if the caller has them
     already (the episodic estimator computes them once per batch).
@@ -57,15 +64,18 @@ def flat_returns(batch: Batch, config: ReinforceConfig,
         returns = discounted_returns(batch.rewards, batch.terminated, batch.truncated,
                                      config.gamma)
     if config.normalize_returns:
-        return normalize(returns, mask=batch.valid)
+        return unit_scale(returns, mask=batch.valid)
     return np.where(batch.valid, returns, 0.0)
 
 
 def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec,
-                    reward_to_go: np.ndarray | None = None) -> TrainInputs:
+                    reward_to_go: np.ndarray | None = None,
+                    baseline: np.ndarray | None = None) -> TrainInputs:
     """The arrays an update is fed, in ``config.dtype``, validated at this boundary.
 
-    ``reward_to_go``: as ``flat_returns``'s, computed here if None.
+    ``reward_to_go``: as ``flat_returns``'s, computed here if None. ``baseline``: float
+    ``[T, N]`` b_i in the reward-to-go's raw units, from a learned baseline (the value
+    path); None takes ``config.baseline``'s numpy one (module doc).
 
     Raises ``ValueError`` for a batch with no valid step (nothing to learn from), and for
     observations or actions that do not fit ``spec`` (``pgtwin_core.policy_inputs``: wrong
@@ -79,10 +89,14 @@ def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec,
         )
     dtype = config.dtype
     valid = batch.valid.reshape(-1)
-    returns = flat_returns(batch, config, reward_to_go).reshape(-1)
-    advantages = returns
-    if config.baseline == "mean":
-        advantages = np.where(valid, returns - returns[valid].mean(), 0.0)
+    raw = flat_returns(batch, config.replace(normalize_returns=False), reward_to_go)
+    scale = return_scale(raw, mask=batch.valid) if config.normalize_returns else 1.0
+    if baseline is None:
+        baseline = numpy_baseline(batch, config, raw)
+    returns = raw.reshape(-1) / scale
+    advantages = np.where(valid, (raw - baseline).reshape(-1) / scale, 0.0)
+    if config.gpomdp:
+        advantages = advantages * step_discounts(batch, config.gamma).reshape(-1)
     obs = policy_inputs.as_obs(spec, batch.obs.reshape(-1, *batch.obs.shape[2:]), "batch.obs",
                                dtype=dtype)
     actions = policy_inputs.as_actions(spec, batch.actions.reshape(-1, *batch.actions.shape[2:]),
@@ -94,3 +108,20 @@ def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec,
         advantages=advantages.astype(dtype),
         weights=(valid / valid.sum()).astype(dtype),
     )
+
+
+def numpy_baseline(batch: Batch, config: ReinforceConfig, reward_to_go: np.ndarray
+                   ) -> np.ndarray | float:
+    """b in raw units (``[T, N]`` or a scalar) of the baselines computed here in numpy:
+    ``mean`` (over the valid steps), ``time_mean``, else 0 (module doc).
+
+    ``reward_to_go``: float64 ``[T, N]`` raw, 0 off the valid steps.
+    """
+    if config.baseline == "mean":
+        values = reward_to_go[batch.valid]
+        # As normalize: the summed mean of a constant can miss it by an ulp; use the value.
+        return values.min() if values.min() == values.max() else values.mean()
+    if config.baseline == "time_mean":
+        from pgtwin_core.baselines.time_mean import time_mean_baseline  # imports this module
+        return time_mean_baseline(batch, reward_to_go, config.gamma)
+    return 0.0

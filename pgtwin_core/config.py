@@ -14,7 +14,12 @@ BASELINES = (
     "optimal_scalar_episodic",
     "optimal_per_param",
     "optimal_time",
+    "time_mean",
+    # "value",  (the value path lands in the next commit)
 )
+VALUE_FITS = ("after", "before")
+PER_STEP_BASELINES = ("none", "mean", "time_mean", "value")
+"""The baselines whose estimate is per step (reward-to-go), which GPOMDP can weight."""
 UPDATE_PATHS = ("recompute", "cached")
 DTYPES = ("float32", "float64")
 
@@ -46,7 +51,8 @@ class ReinforceConfig:
     adam_epsilon: float = 1e-8
     """Adam's epsilon, set explicitly: TF1's AdamOptimizer and Keras Adam default differently."""
     normalize_returns: bool = True
-    """Standardise the returns over the batch's valid steps before the baseline."""
+    """Divide the reward-to-go by its std over the batch's valid steps (not centred: the
+    baseline alone shifts it, so ``baseline='none'`` subtracts nothing)."""
     baseline: str = "none"
     """Baseline subtracted from the returns: one of ``BASELINES``."""
     baseline_memory: float = 0.5
@@ -54,6 +60,28 @@ class ReinforceConfig:
     (``optimal_scalar_episodic``, ``optimal_per_param``, ``optimal_time``): batch k - j
     counts rho^j (``pgtwin_core/baseline_memory.py``); 0 = this batch only. Unbiased either
     way; docs/baselines.md (Decision 6) measures why the default is 0.5."""
+    gpomdp: bool = False
+    """Weight step t's term by gamma^t, t counted from the episode's real first step
+    (``pgtwin_core.episode_time``): GPOMDP (Baxter & Bartlett 2001), the gradient of the
+    discounted objective. False: every step's reward-to-go term weighs 1, as most
+    implementations do. Only with the per-step baselines ``PER_STEP_BASELINES``."""
+    value_hidden: tuple[int, ...] | None = None
+    """``baseline='value'``: the value network's hidden sizes; None = the policy's
+    (``PolicySpec.hidden``; an LSTM policy gets an LSTM value torso)."""
+    value_learning_rate: float = 1e-2
+    """``baseline='value'``: the value optimizer's step size (the optimizer is of the
+    policy's kind, ``optimizer``, with its betas and epsilon, but its own state)."""
+    value_fit_steps: int = 10
+    """``baseline='value'``: full-batch optimizer steps on the value loss per update."""
+    value_fit: str = "after"
+    """``baseline='value'``: ``after`` = the advantages use the net fitted on the earlier
+    batches, then it is fitted on this one (independent of this batch: unbiased);
+    ``before`` = fitted on this batch first, then used (tighter, correlated with it)."""
+    value_horizon: int = 0
+    """``baseline='value'``: the time feature is t / value_horizon (t: the step's index in
+    its episode); set it to the env's time limit, which is what makes the value depend on
+    t. 0: no time limit, the feature is 0 (a time-unlimited env's value depends on the
+    state alone)."""
     entropy_coef: float = 0.0
     """Weight of the entropy bonus subtracted from the loss (>= 0)."""
     max_grad_norm: float | None = None
@@ -84,6 +112,17 @@ class ReinforceConfig:
             ("adam_beta2", lambda v: _real(v) and 0.0 <= v < 1.0, "must be a number in [0, 1)"),
             ("adam_epsilon", lambda v: _real(v) and 0 < v < math.inf, "must be a finite number > 0"),
             ("normalize_returns", lambda v: isinstance(v, bool), "must be True or False"),
+            ("gpomdp", lambda v: isinstance(v, bool), "must be True or False"),
+            ("value_hidden", lambda v: v is None or (isinstance(v, tuple) and len(v) >= 1
+                                                     and all(_count(h) for h in v)),
+             "must be None (the policy's) or a non-empty tuple of ints >= 1"),
+            ("value_learning_rate", lambda v: _real(v) and 0 < v < math.inf,
+             "must be a finite number > 0"),
+            ("value_fit_steps", _count, "must be an int >= 1"),
+            ("value_fit", lambda v: v in VALUE_FITS, f"must be one of {VALUE_FITS}"),
+            ("value_horizon", lambda v: isinstance(v, numbers.Integral)
+             and not isinstance(v, bool) and v >= 0,
+             "must be an int >= 0 (the env's time limit; 0: none)"),
             ("jit_compile", lambda v: isinstance(v, bool), "must be True or False"),
             ("baseline_memory", lambda v: _real(v) and 0.0 <= v < 1.0,
              "must be a number in [0, 1) (0: episodic baselines from this batch only)"),
@@ -113,6 +152,16 @@ class ReinforceConfig:
                 f"ReinforceConfig.update_path='cached' cannot serve baseline={self.baseline!r}: "
                 "the optimal baselines need per-sample gradients, computed from the batch "
                 "again; use update_path='recompute' with them")
+        if self.gpomdp and self.baseline not in PER_STEP_BASELINES:
+            raise ValueError(
+                f"ReinforceConfig.gpomdp=True cannot serve baseline={self.baseline!r}: GPOMDP "
+                f"weights per-step terms, use one of {PER_STEP_BASELINES} (optimal_time is "
+                "GPOMDP with its own baseline already)")
+        if self.update_path == "cached" and self.baseline == "value":
+            raise ValueError(
+                "ReinforceConfig.update_path='cached' cannot serve baseline='value': the "
+                "value net is fitted between the rollout and the update; use "
+                "update_path='recompute'")
         object.__setattr__(self, "num_envs", int(self.num_envs))
         object.__setattr__(self, "num_steps", int(self.num_steps))
 

@@ -14,7 +14,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["NORMALIZE_EPS", "discounted_returns", "normalize"]
+__all__ = ["NORMALIZE_EPS", "discounted_returns", "normalize", "return_scale", "unit_scale"]
 
 NORMALIZE_EPS = 1e-8
 """``normalize``'s default eps (the distributed agent's all-reduced normalisation uses it too)."""
@@ -214,3 +214,57 @@ def normalize(
         return out
     out[counted] = (values - mean) / (std + eps)
     return out
+
+
+def return_scale(
+    x: ArrayLike, eps: float = NORMALIZE_EPS, mask: ArrayLike | None = None
+) -> float:
+    """The divisor of ``normalize_returns``: ``std + eps`` of ``x``, or 1.0 for a constant.
+
+    ``std`` is the population standard deviation (ddof = 0) over the counted entries,
+    computed as :func:`normalize` computes it (the same bits). A constant input (or none
+    counted) has no scale to remove: 1.0, where dividing by eps alone would multiply it by
+    1e8.
+
+    Args:
+        x: float array of any shape; finite wherever it is counted (see ``mask``).
+        eps: python float >= 0.
+        mask: optional bool array, shape of ``x``; the std is over its True entries only.
+
+    Raises:
+        ValueError: as :func:`normalize`.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    eps = float(eps)
+    if not (math.isfinite(eps) and eps >= 0.0):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    if mask is None:
+        counted = np.ones(x.shape, dtype=bool)
+    else:
+        counted = np.asarray(mask)
+        _check_shape(counted, x.shape, "mask", "x")
+        counted = counted != 0
+    _check_finite(x, "x", where=counted)
+    values = x[counted]
+    if values.size == 0 or values.min() == values.max():
+        return 1.0
+    std = np.sqrt(np.mean(np.square(values - values.mean())))
+    return float(std + eps) if std + eps > 0 else 1.0
+
+
+def unit_scale(
+    x: ArrayLike, eps: float = NORMALIZE_EPS, mask: ArrayLike | None = None
+) -> np.ndarray:
+    """``x / return_scale(x)``: divided by its standard deviation, NOT centred; 0 off ``mask``.
+
+    What ``normalize_returns`` does to the reward-to-go: the step size stops depending on
+    the reward scale, while the baseline (``none``, ``mean``, ...) stays the only thing that
+    shifts the returns, so ``baseline='none'`` really has none.
+
+    Returns:
+        float64 array, shape of ``x``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    scale = return_scale(x, eps, mask)
+    counted = np.ones(x.shape, bool) if mask is None else np.asarray(mask) != 0
+    return np.where(counted, x / scale, 0.0)

@@ -81,6 +81,11 @@ class Batch:
     """``[T, N, num_params]`` distribution parameters used for sampling (for diagnostics)."""
     env_steps: int = 0
     """Total env steps taken by the rollout state at the end of this batch."""
+    episode_steps: np.ndarray | None = None
+    """int64 ``[T, N]``: each step's index in its episode, counted from the episode's real
+    first step (0), also for an episode that began in an earlier batch; -1 on autoreset
+    steps. None in a hand-made batch (``pgtwin_core.episode_time.episode_steps`` then counts
+    from the batch's first step)."""
 
     @property
     def num_steps(self) -> int:
@@ -139,6 +144,7 @@ def collect(
     trunc_buf = np.empty((num_steps, n), bool)
     logp_buf = np.empty((num_steps, n))
     valid_buf = np.empty((num_steps, n), bool)
+    steps_buf = np.empty((num_steps, n), np.int64)
     ep_returns: list[np.ndarray] = []
     ep_lengths: list[np.ndarray] = []
 
@@ -160,6 +166,7 @@ def collect(
         rew_buf[t], term_buf[t] = rewards, terminated & valid
         trunc_buf[t] = truncated & valid & ~terminated
         logp_buf[t], valid_buf[t] = log_probs, valid
+        steps_buf[t] = np.where(valid, state.episode_length, -1)
 
         state.episode_return += rewards
         state.episode_length += valid
@@ -177,7 +184,7 @@ def collect(
         log_probs=logp_buf, valid=valid_buf, next_obs=obs,
         episode_returns=np.concatenate(ep_returns) if ep_returns else np.zeros(0),
         episode_lengths=np.concatenate(ep_lengths) if ep_lengths else np.zeros(0, np.int64),
-        params=params_buf, env_steps=state.env_steps,
+        params=params_buf, env_steps=state.env_steps, episode_steps=steps_buf,
     )
     return batch, state
 

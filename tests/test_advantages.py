@@ -67,9 +67,10 @@ def oracle(batch: Batch, config: ReinforceConfig):
     returns, valid = np.array(returns), np.array(valid)
     counted = returns[valid]
     if config.normalize_returns:
+        # Scaled by the std, not centred: the baseline alone shifts the returns.
         mean = sum(counted) / len(counted)
         std = math.sqrt(sum((x - mean) ** 2 for x in counted) / len(counted))
-        returns = np.where(valid, (returns - mean) / (std + 1e-8), 0.0)
+        returns = np.where(valid, returns / (std + 1e-8), 0.0)
     advantages = returns
     if config.baseline == "mean":
         advantages = np.where(valid, returns - returns[valid].mean(), 0.0)
@@ -130,13 +131,38 @@ def test_hand_derived_case_with_an_autoreset_step():
     np.testing.assert_allclose(got.advantages, [-2 / 3, -2 / 3, 0.0, 4 / 3], rtol=1e-15)
     np.testing.assert_allclose(got.weights, [1 / 3, 1 / 3, 0.0, 1 / 3], rtol=1e-15)
     # Normalised: std of (2, 2, 4) = sqrt(((2/3)^2 + (2/3)^2 + (4/3)^2) / 3) = sqrt(8/9),
-    # so R = (-2/3, -2/3, 4/3) / sqrt(8/9) = (-1/sqrt 2, -1/sqrt 2, sqrt 2); mean 0 already.
+    # and the returns are divided by it, not centred: R = (2, 2, 4) / sqrt(8/9)
+    # = (3/sqrt 2, 3/sqrt 2, 6/sqrt 2). With no baseline the advantages are R itself.
     normalized = config.replace(normalize_returns=True, baseline="none")
     got = training_inputs(batch, normalized, CAT)
-    expected = [-1 / math.sqrt(2), -1 / math.sqrt(2), 0.0, math.sqrt(2)]
+    expected = [3 / math.sqrt(2), 3 / math.sqrt(2), 0.0, 6 / math.sqrt(2)]
     np.testing.assert_allclose(got.returns, expected, rtol=1e-7)
     np.testing.assert_allclose(got.advantages, expected, rtol=1e-7)
     np.testing.assert_allclose(flat_returns(batch, normalized)[:, 0], expected, rtol=1e-7)
+
+
+def test_none_and_mean_differ_under_normalisation():
+    # The bug of issue 15: normalisation used to centre the returns, so "none" trained with
+    # the mean baseline. Hand batch: R = (2, 2, 4) on the valid steps, std sqrt(8/9).
+    # none: A = R / sqrt(8/9) = (3/sqrt 2, 3/sqrt 2, 6/sqrt 2), mean 2 sqrt 2 (not 0);
+    # mean: A = (R - 8/3) / sqrt(8/9) = (-1/sqrt 2, -1/sqrt 2, sqrt 2), mean 0.
+    batch = _hand_batch()
+    config = ReinforceConfig(gamma=0.5, normalize_returns=True, dtype="float64")
+    none = training_inputs(batch, config.replace(baseline="none"), CAT).advantages
+    mean = training_inputs(batch, config.replace(baseline="mean"), CAT).advantages
+    r2 = math.sqrt(2)
+    np.testing.assert_allclose(none, [3 / r2, 3 / r2, 0.0, 6 / r2], rtol=1e-7)
+    np.testing.assert_allclose(mean, [-1 / r2, -1 / r2, 0.0, r2], rtol=1e-7)
+    np.testing.assert_allclose((none - mean)[batch.valid.reshape(-1)], 2 * r2, rtol=1e-7)
+
+
+def test_constant_returns_are_not_blown_up():
+    # A constant reward-to-go has no scale to remove: dividing by eps = 1e-8 alone would
+    # multiply it by 1e8. gamma = 0, rewards 3 on every valid step: R = 3 stays 3.
+    batch = _hand_batch()
+    batch = Batch(**{**batch.__dict__, "rewards": np.where(batch.valid, 3.0, 0.0)})
+    config = ReinforceConfig(gamma=0.0, normalize_returns=True, dtype="float64")
+    np.testing.assert_array_equal(training_inputs(batch, config, CAT).returns, [3.0, 3.0, 0.0, 3.0])
 
 
 def test_gamma_zero_gives_the_rewards():

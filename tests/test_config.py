@@ -78,6 +78,15 @@ INVALID = [
     ("num_steps", None, "must be an int >= 1"),
     ("update_path", "eager", "must be one of ('recompute', 'cached')"),
     ("dtype", "float16", "must be one of ('float32', 'float64')"),
+    ("gpomdp", 1, "must be True or False"),
+    ("value_hidden", (), "must be None (the policy's) or a non-empty tuple of ints >= 1"),
+    ("value_hidden", [64], "must be None (the policy's) or a non-empty tuple of ints >= 1"),
+    ("value_hidden", (64, 0), "must be None (the policy's) or a non-empty tuple of ints >= 1"),
+    ("value_learning_rate", 0.0, "must be a finite number > 0"),
+    ("value_fit_steps", 0, "must be an int >= 1"),
+    ("value_fit", "during", "must be one of ('after', 'before')"),
+    ("value_horizon", -1, "must be an int >= 0 (the env's time limit; 0: none)"),
+    ("value_horizon", 1.5, "must be an int >= 0 (the env's time limit; 0: none)"),
 ]
 
 
@@ -90,6 +99,14 @@ def test_every_field_has_an_invalid_case():
 def test_invalid_value_names_the_field(name, value, why):
     with pytest.raises(ValueError, match=re.escape(f"ReinforceConfig.{name}={value!r} {why}")):
         ReinforceConfig(**{name: value})
+
+
+def test_gpomdp_needs_a_per_step_baseline():
+    with pytest.raises(ValueError, match=re.escape(
+            "ReinforceConfig.gpomdp=True cannot serve baseline='optimal_per_param': GPOMDP "
+            "weights per-step terms, use one of ('none', 'mean', 'time_mean', 'value')")):
+        ReinforceConfig(gpomdp=True, baseline="optimal_per_param")
+    assert ReinforceConfig(gpomdp=True, baseline="time_mean").gpomdp
 
 
 def test_replace_validates_again_and_keeps_the_rest():

@@ -4,9 +4,17 @@ tests/data/pre_redesign/{graph,eager} are CartPole-v1 runs (4 envs x 64 steps, h
 --deterministic) written by the tree of commit 17c0483 (the shared layer still named
 ``pgtwin_core``), stopped at 2048 env steps with their last checkpoint. The oracle
 ``*_weights_after_4096_steps.npz`` is that same tree's uninterrupted 4096-step run.
+
+Those runs trained with ``baseline='none'`` when ``normalize_returns`` still centred the
+returns (issue 15): what that tree called ``none`` is today's ``mean`` (``(G - mean) /
+(std + eps)``, the same arithmetic), so the copy is renamed to ``mean`` before it resumes
+(``as_todays_baseline``: the settings in ``run.json`` and each checkpoint's ``state.json``,
+and that file's hash in the manifest).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -18,12 +26,32 @@ from pgtwin.cli import main
 DATA = Path(__file__).parent / "data" / "pre_redesign"
 
 
+def as_todays_baseline(logdir: Path) -> None:
+    """Rename the copied run's ``baseline='none'`` (centred, before issue 15) to ``mean``."""
+    run = json.loads((logdir / "run.json").read_text())
+    assert run["config"]["baseline"] == "none"
+    run["config"]["baseline"] = "mean"
+    (logdir / "run.json").write_text(json.dumps(run))
+    for state_path in logdir.glob("checkpoints/*/state.json"):
+        state = json.loads(state_path.read_text())
+        assert state["settings"]["config"]["baseline"] == "none"
+        state["settings"]["config"]["baseline"] = "mean"
+        data = json.dumps(state).encode()
+        state_path.write_bytes(data)
+        manifest_path = state_path.parent / "manifest.json"
+        manifest = json.loads(manifest_path.read_text())
+        manifest["files"]["state.json"] = {"sha256": hashlib.sha256(data).hexdigest(),
+                                           "size": len(data)}
+        manifest_path.write_text(json.dumps(manifest))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("impl", ["graph", "eager"])
 def test_a_run_written_before_the_redesign_resumes_to_the_uninterrupted_weights(
         tmp_path, impl, capsys):
     logdir = tmp_path / impl
     shutil.copytree(DATA / impl, logdir)
+    as_todays_baseline(logdir)
     code = main(["train", "--env", "CartPole-v1", "--impl", impl, "--steps", "4096",
                  "--num-envs", "4", "--num-steps", "64", "--hidden", "8",
                  "--checkpoint-every", "2", "--deterministic", "--resume",
