@@ -281,3 +281,52 @@ def test_for_episodic_baseline_by_hand():
     assert (longer.config.num_envs, longer.config.num_steps, longer.config.learning_rate) == (
         81, 200, row.config.learning_rate)
     assert for_episodic_baseline(row, 10_000).config.num_envs == 1  # never below one env
+
+
+@pytest.mark.parametrize("impl", ["graph", "eager"])
+def test_resume_with_obs_norm_and_schedules_equals_an_uninterrupted_run(tmp_path, capsys, impl):
+    # As the resume test above, with the observation statistics, a cosine learning rate
+    # and an annealed log-std floor: the statistics travel in the checkpoint, the
+    # schedules are functions of the restored env-step counter (schedule_steps fixed at
+    # the first run's 512), so the resumed run is the uninterrupted one, bit for bit.
+    common = ["--env", "Pendulum-v1", "--impl", impl, "--seed", "4", "--num-envs", "2",
+              "--num-steps", "64", "--hidden", "8", "--obs-norm", "--lr-schedule", "cosine",
+              "--schedule-steps", "512", "--log-std-floor", "-0.6",
+              "--log-std-floor-final", "-1.0", "--json", "--no-progress"]
+    straight, logdir = str(tmp_path / "straight"), str(tmp_path / "run")
+    assert _train(capsys, *common, "--steps", "512", "--logdir", straight)[0] == 0
+    assert _train(capsys, *common, "--steps", "256", "--logdir", logdir)[0] == 0
+    ckpt = os.path.join(logdir, "checkpoints", "update_00000002")
+    with np.load(os.path.join(ckpt, "obs_norm.npz")) as stats:
+        assert stats["count"] == 256  # 2 envs x 2 x 64 steps, all valid (no episode ended)
+    code, summary, _ = _train(capsys, "--resume", "--logdir", logdir, "--steps", "512",
+                              "--json", "--no-progress")
+    assert code == 0 and summary["updates"] == 4
+    want, got = (load_weights(os.path.join(d, "weights.npz")) for d in (straight, logdir))
+    for name in want:
+        np.testing.assert_array_equal(want[name], got[name], err_msg=name)
+    assert want["policy/log_std"].min() >= np.float32(-1.0)
+    with np.load(os.path.join(straight, "obs_norm.npz")) as a, \
+            np.load(os.path.join(logdir, "obs_norm.npz")) as b:
+        # 512 steps, less each env's autoreset step after its 200-step episode: 510 valid.
+        assert a["count"] == 510 and all(np.array_equal(a[k], b[k]) for k in a.files)
+    # A checkpoint without its statistics is refused, naming the file (a checkpoint whose
+    # manifest lists it would be refused earlier, by its checksums).
+    from pgtwin.train.run_checkpoint import load_normalizer
+    from pgtwin_core.obs_normalizer import ObsNormalizer
+
+    with pytest.raises(ValueError, match="tmp.*obs_norm.npz is missing: the run normalises"):
+        load_normalizer(str(tmp_path), ObsNormalizer(3))
+
+
+def test_schedule_options_resolve_and_refuse(tmp_path, capsys):
+    from pgtwin.train.settings import resolve
+
+    s = resolve("Pendulum-v1", {"lr_schedule": "linear", "total_steps": 1234, "logdir": "x"})
+    assert s.schedule_steps == 1234 and s.schedules().learning_rate_at(1234) == \
+        pytest.approx(0.1 * s.config.learning_rate)
+    assert resolve("Pendulum-v1", {"logdir": "x"}).schedule_steps is None
+    with pytest.raises(SystemExit):
+        main(["train", "--env", "Pendulum-v1", "--lr-schedule", "linear", "--lr-floor", "2",
+              "--logdir", str(tmp_path / "r")])
+    assert "lr_floor=2.0 must be a fraction in [0, 1]" in capsys.readouterr().err

@@ -12,6 +12,7 @@ Files under ``settings.logdir``::
     checkpoints/update_N/  atomic checkpoints (``pgtwin.train.checkpoints``, ``pgtwin.train.run_checkpoint``)
     learning_curve.png     written at the end
     weights.npz            the final weights by canonical name
+    obs_norm.npz           obs_norm runs: the observation statistics the weights expect
 
 Stopping: when ``env_steps >= total_steps``, or (with ``stop_at_threshold``) when the mean
 return of the last ``solve_window`` finished episodes reaches the gymnasium spec's
@@ -33,6 +34,7 @@ import numpy as np
 
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.loop import iterate_training
+from pgtwin_core.obs_normalizer import ObsNormalizer
 from pgtwin_core.specs import spec_for_env
 from pgtwin.train import checkpoints, env_snapshot, run_checkpoint
 from pgtwin.train.episode_log import EpisodeLog, finished_episodes, read_episodes
@@ -100,7 +102,7 @@ def run_paths(logdir: str) -> dict[str, str]:
     return {name: os.path.join(logdir, rel) for name, rel in (
         ("settings", "run.json"), ("episodes", "episodes.csv"), ("tensorboard", "tb"),
         ("checkpoints", "checkpoints"), ("curve", "learning_curve.png"),
-        ("weights", "weights.npz"))}
+        ("weights", "weights.npz"), ("obs_norm", "obs_norm.npz"))}
 
 
 def load_settings(logdir: str) -> RunSettings:
@@ -228,6 +230,8 @@ def _train_locked(settings: RunSettings, resume: bool, say: Callable[[str], None
         spec = spec_for_env(envs, settings.torso, settings.hidden)
         agent = agent_class(settings.impl)(spec, settings.config, seed=settings.seed)
         run = _Run(settings, paths, agent, envs, sampling_rng(settings.seed), say)
+        if settings.obs_norm:
+            run.normalizer = ObsNormalizer(spec.obs_dim, settings.obs_norm_clip)
         try:
             if resume:
                 run.resume()
@@ -261,6 +265,8 @@ class _Run:
         self.resumed_from: str | None = None
         self.snapshot_problem: str | None = None
         self.snapshotable = self._check_snapshot()
+        self.normalizer: ObsNormalizer | None = None
+        """``obs_norm`` runs: the observation statistics (checkpointed, written at the end)."""
 
     def _check_snapshot(self) -> bool:
         try:
@@ -302,8 +308,11 @@ class _Run:
             self.say(f"using the previous good checkpoint {ckpt.path}")
         doc = run_checkpoint.load_state(ckpt.path)
         check_same_settings(ckpt.path, doc["settings"], self.settings)
-        self.envs, self.state, self.progress = run_checkpoint.restore(
-            ckpt.path, doc, self.agent, self.envs, self.rng)
+        try:
+            self.envs, self.state, self.progress = run_checkpoint.restore(
+                ckpt.path, doc, self.agent, self.envs, self.rng, self.normalizer)
+        except ValueError as err:
+            raise TrainingError(f"cannot resume {ckpt.path}: {err}") from err
         self.recent.extend(self.progress.recent_returns)
         try:
             with writing(self.paths["episodes"]):
@@ -334,7 +343,8 @@ class _Run:
         wall_offset = p.wall_s
         try:
             if not self._done():
-                for it in iterate_training(self.agent, self.envs, self.rng, self.state, p.update):
+                for it in iterate_training(self.agent, self.envs, self.rng, self.state, p.update,
+                                           schedules=s.schedules(), normalizer=self.normalizer):
                     self.state = it.state
                     wall = wall_offset + it.wall_s
                     self._record(it, wall)                                        # log
@@ -415,7 +425,8 @@ class _Run:
             ckpt = checkpoints.write_checkpoint(
                 self.paths["checkpoints"], p.update,
                 lambda d: run_checkpoint.save(d, self.agent, self.envs, self.state, self.rng, p,
-                                              self.settings.to_dict(), env_bytes),
+                                              self.settings.to_dict(), env_bytes,
+                                              self.normalizer),
                 meta, keep=self.settings.keep_checkpoints)
         self.last_checkpoint = ckpt.path
 
@@ -425,7 +436,7 @@ class _Run:
             self.log.sync()
         with writing(s.logdir):
             write_final_files(self.paths, self.agent.get_weights(), s, self.threshold,
-                              f"{s.env_id}, {s.impl} twin, seed {s.seed}")
+                              f"{s.env_id}, {s.impl} twin, seed {s.seed}", self.normalizer)
         return RunResult.of(s, p, self._window_mean(), self.threshold, self.resumed_from,
                             resume_exact=self.snapshotable)
 
@@ -456,12 +467,19 @@ def _why_none(root: str, refused: list) -> str:
 
 
 def write_final_files(paths: dict[str, str], weights: dict[str, np.ndarray],
-                      settings: RunSettings, threshold: float | None, title: str) -> None:
-    """``weights.npz`` (by canonical name, written atomically) and ``learning_curve.png``
-    (from ``episodes.csv``, which must be synced) at the end of a run."""
+                      settings: RunSettings, threshold: float | None, title: str,
+                      normalizer: ObsNormalizer | None = None) -> None:
+    """``weights.npz`` (by canonical name, written atomically), ``obs_norm.npz`` beside it
+    for an ``obs_norm`` run (the policy must be fed observations normalised with these
+    statistics), and ``learning_curve.png`` (from ``episodes.csv``, which must be synced)
+    at the end of a run."""
     tmp = paths["weights"] + ".tmp.npz"
     np.savez(tmp, **{name.replace("/", "__"): w for name, w in weights.items()})
     os.replace(tmp, paths["weights"])
+    if normalizer is not None:
+        tmp = paths["obs_norm"] + ".tmp.npz"
+        np.savez(tmp, **normalizer.state())
+        os.replace(tmp, paths["obs_norm"])
     episodes = read_episodes(paths["episodes"])
     save_learning_curves(paths["curve"],
                          [Curve(settings.impl, episodes["env_steps"], episodes["return"])],

@@ -11,6 +11,8 @@ A checkpoint is taken between two updates, where the whole run is a handful of o
 * ``baseline_memory.npz``  the episodic baselines' earlier-batch sums
                    (``agent.baseline_memory``, ``pgtwin_core/baseline_memory.py``), when the
                    agent has one and it holds anything;
+* ``obs_norm.npz`` the observation normaliser's running statistics (``obs_norm`` runs,
+                   ``pgtwin_core/obs_normalizer.py``);
 * ``state.json``   the action-sampling generator's ``bit_generator.state``, the counters
                    (updates, env steps, training seconds, episodes logged), the returns in
                    the stopping window, when the threshold was first reached, and the
@@ -32,11 +34,13 @@ from typing import Any
 
 import numpy as np
 
+from pgtwin_core.obs_normalizer import ObsNormalizer
 from pgtwin_core.rollout import RolloutState
 from pgtwin.train import env_snapshot
 
 AGENT_PREFIX = os.path.join("agent", "ckpt")
 BASELINE_MEMORY = "baseline_memory.npz"
+OBS_NORM = "obs_norm.npz"
 RESEED_STRIDE = 1_000_003
 """Reseeded resume: envs reset with ``seed + RESEED_STRIDE * update`` (fresh episodes that
 the first run's seeds ``seed + i`` for i < num_envs cannot collide with)."""
@@ -97,13 +101,16 @@ class Progress:
 
 def save(directory: str, agent: Any, envs: Any, state: RolloutState,
          rng: np.random.Generator, progress: Progress, settings: dict[str, Any],
-         env_bytes: bytes | None) -> None:
+         env_bytes: bytes | None, normalizer: ObsNormalizer | None = None) -> None:
     """Write the run's checkpoint files into ``directory`` (a fresh dir).
 
-    ``env_bytes`` is the env's snapshot, or None when it cannot be pickled.
+    ``env_bytes`` is the env's snapshot, or None when it cannot be pickled;
+    ``normalizer``'s statistics (``obs_norm`` runs) go to ``obs_norm.npz``.
     """
     save_agent(directory, agent)
     save_rollout(directory, state, env_bytes)
+    if normalizer is not None:
+        np.savez(os.path.join(directory, OBS_NORM), **normalizer.state())
     doc = {"progress": progress.__dict__, "rng": rng.bit_generator.state,
            "env": "snapshot" if env_bytes is not None else "reseed", "settings": settings}
     with open(os.path.join(directory, "state.json"), "w") as f:
@@ -142,17 +149,34 @@ def load_state(directory: str) -> dict[str, Any]:
 
 
 def restore(directory: str, doc: dict[str, Any], agent: Any, fresh_envs: Any,
-            rng: np.random.Generator) -> tuple[Any, RolloutState, Progress]:
-    """Put a checkpoint back: agent and ``rng`` in place; returns ``(envs, state, progress)``.
+            rng: np.random.Generator, normalizer: ObsNormalizer | None = None,
+            ) -> tuple[Any, RolloutState, Progress]:
+    """Put a checkpoint back: agent, ``rng`` (and ``normalizer``'s statistics) in place;
+    returns ``(envs, state, progress)``.
 
     ``fresh_envs`` is a newly made env of the run's id, seed and size (not yet reset).
     """
     restore_agent(directory, agent)
+    if normalizer is not None:
+        load_normalizer(directory, normalizer)
     rng.bit_generator.state = doc["rng"]
     progress = Progress(**doc["progress"])
     envs, state = restore_rollout(directory, doc["env"], fresh_envs, progress.env_steps,
                                   int(doc["settings"]["seed"]), progress.update)
     return envs, state, progress
+
+
+def load_normalizer(directory: str, normalizer: ObsNormalizer) -> None:
+    """Put ``obs_norm.npz`` of ``directory`` back into ``normalizer``.
+
+    Raises ValueError naming the file when it is missing or does not fit.
+    """
+    path = os.path.join(directory, OBS_NORM)
+    if not os.path.exists(path):
+        raise ValueError(f"{path} is missing: the run normalises observations, and its "
+                         "statistics are part of the checkpoint")
+    with np.load(path) as z:
+        normalizer.load_state({k: z[k] for k in z.files}, where=path)
 
 
 def restore_agent(directory: str, agent: Any) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from pgtwin_core.baselines import EPISODIC
 from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.schedules import Schedules
 from pgtwin.train.skipped_updates import MAX_CONSECUTIVE_SKIPS
 
 RESUMABLE = ("total_steps", "stop_at_threshold", "checkpoint_every", "keep_checkpoints",
@@ -70,6 +71,30 @@ class RunSettings:
     max_consecutive_skips: int = MAX_CONSECUTIVE_SKIPS
     """Stop with an error after this many skipped updates in a row (non-finite loss or
     gradient, or no complete episode; ``pgtwin.train.skipped_updates``); 0 never stops."""
+    lr_schedule: str = "constant"
+    """The learning rate over the run: ``constant``, ``linear`` or ``cosine`` decay from
+    ``config.learning_rate`` to ``lr_floor`` times it (``pgtwin_core.schedules``)."""
+    lr_floor: float = 0.1
+    """The decayed learning rate's final fraction of ``config.learning_rate``, in [0, 1]."""
+    schedule_steps: int | None = None
+    """Env steps the schedules run over; :func:`resolve` sets ``total_steps`` when one
+    needs it and none is given (fixed for the run: a resume with more ``--steps`` holds
+    the final values)."""
+    log_std_floor: float | None = None
+    """Gaussian policies: the least ``policy/log_std`` (a projection after each update);
+    None: none."""
+    log_std_floor_final: float | None = None
+    """The floor after ``schedule_steps``, reached linearly (None: ``log_std_floor``)."""
+    obs_norm: bool = False
+    """Normalise observations by a running mean and std (``pgtwin_core.obs_normalizer``;
+    the statistics are checkpointed and written beside the final weights)."""
+    obs_norm_clip: float = 10.0
+    """Normalised observations are clipped to [-clip, clip]."""
+
+    def schedules(self) -> Schedules:
+        """The run's schedules (validated: ``ValueError`` names the bad value)."""
+        return Schedules(self.config.learning_rate, self.lr_schedule, self.lr_floor,
+                         self.schedule_steps, self.log_std_floor, self.log_std_floor_final)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready settings (``config`` as a dict)."""
@@ -213,6 +238,12 @@ def resolve(env_id: str, given: Mapping[str, Any], saved: RunSettings | None = N
         if given.get("torso") == "lstm":
             given.setdefault("history", LSTM_HISTORY)
     settings = _apply(base, given)
+    if settings.schedule_steps is None and (settings.lr_schedule != "constant"
+                                            or settings.log_std_floor_final is not None):
+        settings = dataclasses.replace(settings, schedule_steps=settings.total_steps)
+    settings.schedules()  # refuse a bad schedule now, naming it
+    if not (settings.obs_norm_clip > 0):
+        raise ValueError(f"obs_norm_clip={settings.obs_norm_clip!r} must be > 0")
     if not settings.logdir:
         settings = dataclasses.replace(
             settings, logdir=default_logdir(env_id, settings.impl, settings.seed))

@@ -13,6 +13,7 @@ import sys
 
 from pgtwin_core.config import BASELINES, DTYPES, OPTIMIZERS
 from pgtwin_core.parallel_rollout import COLLECTIONS
+from pgtwin_core.schedules import LR_SCHEDULES
 from pgtwin_core.specs import TORSOS
 from pgtwin.cli.argument_types import (finite_number, hidden_sizes, non_negative_float,
                                        non_negative_int, positive_float, positive_int,
@@ -44,6 +45,20 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="standardise returns over each batch (default on)")
     p.add_argument("--entropy-coef", type=non_negative_float, default=None)
     p.add_argument("--max-grad-norm", type=positive_float, default=None)
+    p.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=None,
+                   help="learning rate over the run (default constant)")
+    p.add_argument("--lr-floor", type=non_negative_float, default=None, metavar="FRACTION",
+                   help="with --lr-schedule: the final lr as a fraction of --lr (default 0.1)")
+    p.add_argument("--schedule-steps", type=positive_int, default=None,
+                   help="env steps the schedules run over (default: --steps)")
+    p.add_argument("--log-std-floor", type=finite_number, default=None,
+                   help="Gaussian policies: the least log-std (default none)")
+    p.add_argument("--log-std-floor-final", type=finite_number, default=None,
+                   help="the log-std floor after --schedule-steps, reached linearly")
+    p.add_argument("--obs-norm", action=argparse.BooleanOptionalAction, default=None,
+                   help="normalise observations by a running mean and std (default off)")
+    p.add_argument("--obs-norm-clip", type=positive_float, default=None,
+                   help="clip normalised observations to [-C, C] (default 10)")
     p.add_argument("--dtype", choices=DTYPES, default=None, help="default float32")
     p.add_argument("--torso", choices=TORSOS, default=None, help="default mlp")
     p.add_argument("--hidden", type=hidden_sizes, default=None, help="e.g. 64,64")
@@ -107,7 +122,11 @@ GIVEN = {"seed": "seed", "steps": "total_steps", "num_envs": "num_envs",
          "num_steps": "num_steps", "lr": "learning_rate", "gamma": "gamma",
          "optimizer": "optimizer", "baseline": "baseline", "baseline_memory": "baseline_memory",
          "normalize_returns": "normalize_returns", "entropy_coef": "entropy_coef",
-         "max_grad_norm": "max_grad_norm", "dtype": "dtype", "torso": "torso",
+         "max_grad_norm": "max_grad_norm", "lr_schedule": "lr_schedule",
+         "lr_floor": "lr_floor", "schedule_steps": "schedule_steps",
+         "log_std_floor": "log_std_floor", "log_std_floor_final": "log_std_floor_final",
+         "obs_norm": "obs_norm", "obs_norm_clip": "obs_norm_clip",
+         "dtype": "dtype", "torso": "torso",
          "hidden": "hidden", "history": "history", "impl": "impl",
          "solve_window": "solve_window", "checkpoint_every": "checkpoint_every",
          "keep_checkpoints": "keep_checkpoints",
@@ -253,6 +272,10 @@ def run_under_strategy(args, parser, settings, resume: bool) -> int:
                      f"{distributed_run.CLUSTER}); resume it without --strategy")
     if not strategy_name:
         parser.error("--cpu-replicas needs --strategy mirrored or multi-worker")
+    if settings.obs_norm or settings.schedules().active:
+        parser.error("--obs-norm, --lr-schedule and --log-std-floor are not available under "
+                     "--strategy yet (its loop is pgtwin.train.distributed's own); train "
+                     "without --strategy to use them")
     if settings.impl != "eager":
         parser.error(f"--strategy needs --impl eager (tf.distribute trains the eager twin), "
                      f"got --impl {settings.impl}")
