@@ -25,7 +25,7 @@ from pgtwin_core.specs import PolicySpec, check_weights, init_weights
 from pgtwin.mode_agnostic import distributions, forward_pass
 
 from eager import network
-from eager.checkpoint_layout import saved_layout
+from eager.checkpoint_layout import saved_layout, saved_memory
 from eager.optimizers import make_optimizer
 from eager.per_sample import PerSampleGradients
 from eager.policy_call import policy_callable
@@ -57,13 +57,16 @@ class ReinforceAgent:
         self.variables = self.policy.variables_by_name
         self.optimizer = make_optimizer(config)
         self.optimizer.build(list(self.variables.values()))
-        self.checkpoint = tf.train.Checkpoint(policy=self.policy, optimizer=self.optimizer)
         self._build_functions()
         self._per_sample = None  # eager.per_sample.PerSampleGradients, built on first use
         self.weighted_loss = WeightedLoss(self.spec, config, self.variables, self.optimizer)
         """The REINFORCE loss run on given inputs (``eager/weighted_loss.py``)."""
         self.update_path = self._update_path()
         """How ``loss_value``, ``gradients`` and ``update`` are done (``pgtwin_core.update_path``)."""
+        # After the path: a path's own training state (the value net) is checkpointed too.
+        self.checkpoint = tf.train.Checkpoint(
+            policy=self.policy, optimizer=self.optimizer,
+            **getattr(self.update_path, "checkpointed", {}))
 
     # ------------------------------------------------------------ functions
     def _build_functions(self) -> None:
@@ -194,7 +197,14 @@ class ReinforceAgent:
         twin's message.
         """
         check_layout(path, saved_layout(path), agent_layout(self.spec, self.config))
-        self.checkpoint.read(path).assert_consumed()
+        checkpoint = self.checkpoint
+        if hasattr(checkpoint, "baseline_memory") and not saved_memory(path):
+            # Saved before the memory was the agent's: the run's baseline_memory.npz holds it.
+            checkpoint = tf.train.Checkpoint(
+                policy=self.policy, optimizer=self.optimizer,
+                **{k: v for k, v in getattr(self.update_path, "checkpointed", {}).items()
+                   if k != "baseline_memory"})
+        checkpoint.read(path).assert_consumed()
 
     def close(self) -> None:
         """Nothing to release (mirrors the legacy twin's ``close``)."""

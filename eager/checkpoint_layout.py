@@ -4,7 +4,8 @@ Mirrors ``legacy_graph/checkpoint_layout.py``. A TF2 checkpoint keys values by o
 (``optimizer/_trainable_variables/0/...``), not by variable name; its object graph records
 each variable's ``full_name``, which for the policy is the canonical name. The Keras
 optimizer's own variables are named after it: ``adam/iteration`` and ``adam/..._momentum``,
-or ``sgd/iteration`` (Keras numbers the second one in a process ``adam_1``).
+or ``sgd/iteration`` (Keras numbers the second one in a process ``adam_1``). The episodic
+baselines' memory (``baseline_memory/...``) is training state outside the policy's layout.
 """
 from __future__ import annotations
 
@@ -31,3 +32,11 @@ def saved_layout(path: str) -> CheckpointLayout:
     optimizer = next((re.sub(r"_\d+$", "", full.split("/")[0]) for full in names.values()
                       if full.endswith("/iteration")), "none")
     return CheckpointLayout(variables=policy, optimizer=optimizer)
+
+
+def saved_memory(path: str) -> bool:
+    """Whether the checkpoint at ``path`` holds an episodic baseline's memory
+    (``eager/episodic_path.py``); one saved before the memory was the agent's does not
+    (``pgtwin train`` then restores it from ``baseline_memory.npz``)."""
+    keys = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    return any(k.startswith("baseline_memory/") for k in keys)

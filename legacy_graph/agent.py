@@ -26,7 +26,7 @@ from pgtwin.mode_agnostic import distributions, forward_pass
 from pgtwin.mode_agnostic.loss import reinforce_loss
 
 from legacy_graph import network
-from legacy_graph.checkpoint_layout import saved_layout
+from legacy_graph.checkpoint_layout import missing_memory, saved_layout
 from legacy_graph.gradient_step import checked_gradients, guarded_apply
 from legacy_graph.optimizers import learning_rate_variable, make_optimizer
 from legacy_graph.per_sample import PerSampleGradients
@@ -69,7 +69,9 @@ class ReinforceAgent:
         """The REINFORCE loss run on given inputs (``legacy_graph/weighted_loss.py``)."""
         with self.graph.as_default():
             self.update_path = update_path(self, self.weighted_loss)
-        """How ``loss_value``, ``gradients`` and ``update`` are done (``pgtwin_core.update_path``)."""
+            """How ``loss_value``, ``gradients`` and ``update`` are done (``pgtwin_core.update_path``)."""
+            # After the path: the episodic paths add their memory variables to the graph.
+            self.saver = tf1.train.Saver(var_list=tf1.global_variables(), max_to_keep=None)
 
     # ----------------------------------------------------------------- graph
     def _build(self) -> None:
@@ -218,7 +220,12 @@ class ReinforceAgent:
         """
         check_layout(path, saved_layout(path), agent_layout(self.spec, self.config))
         with self.graph.as_default():
-            self.saver.restore(self.session, path)
+            saver = self.saver
+            missing = missing_memory(path, self.graph)
+            if missing:  # saved before the memory was the agent's: the run's npz holds it
+                saver = tf1.train.Saver(var_list=[v for v in tf1.global_variables()
+                                                  if v not in missing])
+            saver.restore(self.session, path)
 
     def close(self) -> None:
         """Release the session."""

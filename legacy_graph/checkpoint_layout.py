@@ -3,7 +3,10 @@
 Mirrors ``eager/checkpoint_layout.py``. A ``Saver`` stores each variable under its graph
 name, so the policy variables appear under their canonical names; Adam adds slots
 ``NAME/Adam`` and ``NAME/Adam_1`` and the accumulators ``beta1_power``/``beta2_power``,
-plain gradient descent adds nothing.
+plain gradient descent adds nothing. The episodic baselines' memory
+(``baseline_memory/...``, ``legacy_graph/episodic_path.py``) is training state, not the
+policy's layout: it is left out here, and a checkpoint saved before it existed restores
+without it (:func:`missing_memory`).
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import tensorflow as tf
 from pgtwin_core.checkpoint_layout import CheckpointLayout
 
 _ADAM_ONLY = ("beta1_power", "beta2_power")
+_MEMORY = "baseline_memory/"
 
 
 def saved_layout(path: str) -> CheckpointLayout:
@@ -21,5 +25,14 @@ def saved_layout(path: str) -> CheckpointLayout:
     slots = [n for n in shapes if n.endswith(("/Adam", "/Adam_1"))]
     adam = bool(slots) or any(n in shapes for n in _ADAM_ONLY)
     policy = {n: (tuple(shapes[n]), dtypes[n].name) for n in shapes
-              if n not in slots and n not in _ADAM_ONLY}
+              if n not in slots and n not in _ADAM_ONLY and not n.startswith(_MEMORY)}
     return CheckpointLayout(variables=policy, optimizer="adam" if adam else "sgd")
+
+
+def missing_memory(path: str, graph: tf.Graph) -> list[tf.Variable]:
+    """The memory variables of ``graph`` that the checkpoint at ``path`` lacks (saved before
+    the memory was the agent's: ``pgtwin train`` then restores it from ``baseline_memory.npz``)."""
+    saved = tf.compat.v1.train.NewCheckpointReader(path).get_variable_to_shape_map()
+    with graph.as_default():
+        return [v for v in tf.compat.v1.global_variables()
+                if v.op.name.startswith(_MEMORY) and v.op.name not in saved]

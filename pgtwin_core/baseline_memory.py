@@ -158,3 +158,96 @@ class BaselineMemory:
         if not sums.is_finite():
             raise ValueError(f"{where}: holds non-finite sums")
         self._sums = sums
+
+
+MEMORY_KINDS = {"optimal_scalar_episodic": "scalar", "optimal_per_param": "vector",
+                "optimal_time": "time"}
+"""The shape of each episodic baseline's sums: ``[]``, ``[P]`` or ``[H, P]`` (module doc)."""
+
+
+class HeldMemory:
+    """:class:`BaselineMemory`'s reading side over sums a twin holds as its own variables.
+
+    The TensorFlow episodic path (``pgtwin/mode_agnostic/episodic_baselines.py``) keeps the
+    memory in the agent's variables, saved in the agent's checkpoint and updated inside the
+    update's own computation; this object reads and writes them for checkpoints of old runs
+    (``baseline_memory.npz``), the parity tests and ``pgtwin train``. Empty (zeros, count 0)
+    is the same as no memory: every use adds the sums. ``optimal_time`` stores its sums
+    padded to the last update's grid (rows past ``horizon`` hold the padding); :meth:`state`
+    gives the ``horizon`` rows a :class:`BaselineMemory` would hold.
+
+    Args:
+      decay: rho in [0, 1).
+      baseline: an episodic baseline (``MEMORY_KINDS``).
+      width: P, the weights' elements.
+      read: ``() -> {num, den, sum_r, count[, horizon]}``, the variables' numpy values.
+      write: ``({num, den, sum_r, count[, horizon]}) -> None``, assigns them.
+    """
+
+    in_agent_checkpoint = True
+    """Saved with the agent's own checkpoint (no ``baseline_memory.npz`` needed)."""
+
+    def __init__(self, decay: float, baseline: str, width: int, read, write):
+        self.decay = check_decay(decay)
+        self.kind, self.width = MEMORY_KINDS[baseline], int(width)
+        self._read, self._write = read, write
+
+    def _values(self) -> dict[str, np.ndarray]:
+        values = {k: np.array(v, np.float64) for k, v in self._read().items()}
+        if self.kind == "time":
+            rows = int(values.pop("horizon"))
+            values.update(num=values["num"][:rows], den=values["den"][:rows],
+                          sum_r=values["sum_r"][:rows])
+        return values
+
+    @property
+    def sums(self) -> EpisodeSums | None:
+        """``M`` as float64 sums, or None while empty."""
+        values = self._values()
+        if float(values["count"]) == 0.0:
+            return None
+        return EpisodeSums(num=values["num"], den=values["den"], sum_r=values["sum_r"],
+                           count=float(values["count"]))
+
+    @property
+    def horizon(self) -> int:
+        """H of the time-indexed sums held (0 if none)."""
+        return 0 if self.kind != "time" else int(self._read()["horizon"])
+
+    def state(self) -> dict[str, np.ndarray]:
+        """``BaselineMemory.state``'s arrays (empty while empty)."""
+        sums = self.sums
+        if sums is None:
+            return {}
+        return {f: np.array(getattr(sums, f), np.float64) for f in FIELDS}
+
+    def load_state(self, state: dict[str, np.ndarray], where: str = "baseline memory") -> None:
+        """Put back a :meth:`state` (or an old run's ``baseline_memory.npz``); ``ValueError``
+        naming ``where`` if malformed or shaped for another baseline or policy."""
+        check = BaselineMemory(self.decay)
+        check.load_state(state, where)
+        if check.sums is None:
+            self._write(self.empty())
+            return
+        sums, width = check.sums, self.width
+        want = {"scalar": ((), ()), "vector": ((width,), ())}.get(
+            self.kind, ((sums.horizon, width), (sums.horizon, 1)))
+        got = (np.shape(sums.num), np.shape(sums.sum_r))
+        if got != want or (self.kind == "time" and sums.horizon == 0):
+            raise ValueError(f"{where}: sums of shapes (num, sum_r) {got} do not fit this "
+                             f"agent's baseline ({self.kind}: {want}, P = {width}): a memory "
+                             "of another policy or baseline?")
+        values = {f: np.asarray(getattr(sums, f), np.float64) for f in FIELDS}
+        if self.kind == "time":
+            values["horizon"] = np.int32(sums.horizon)
+        self._write(values)
+
+    def empty(self) -> dict[str, np.ndarray]:
+        """The variables' values of an empty memory."""
+        shape = {"scalar": (), "vector": (self.width,), "time": (0, self.width)}[self.kind]
+        values = {"num": np.zeros(shape), "den": np.zeros(shape),
+                  "sum_r": np.zeros((0, 1)) if self.kind == "time" else np.zeros(()),
+                  "count": np.zeros(())}
+        if self.kind == "time":
+            values["horizon"] = np.int32(0)
+        return values

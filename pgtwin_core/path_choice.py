@@ -3,7 +3,9 @@
 ::
 
     baseline optimal_scalar                 "optimal_scalar"  the twins' OptimalScalarPath
-    an episodic baseline (EPISODIC)         "episodic"        pgtwin_core.baselines.EpisodicUpdate
+    an episodic baseline (EPISODIC)         "episodic"        the twins' episodic path (TensorFlow,
+                                                              pgtwin_core.baselines.LayoutPath), or
+                                                              pgtwin_core.baselines.EpisodicUpdate
     update_path cached                      "cached"          the twins' CachedPath
     otherwise                               "recompute"       pgtwin_core.update_path.RecomputePath
 
@@ -27,13 +29,17 @@ def path_kind(config) -> str:
 
 
 def chosen_path(agent, weighted: WeightedLoss, optimal_scalar: Callable[[], UpdatePath],
-                cached: Callable[[], UpdatePath]) -> UpdatePath:
+                cached: Callable[[], UpdatePath],
+                episodic: Callable[[], UpdatePath] | None = None) -> UpdatePath:
     """The update path ``agent.config`` asks for: the shared ones built here (over the twin's
     ``weighted`` loss and the agent's public ``per_sample_gradients``, ``inputs`` and
-    ``dist_params``), the twin's own by the callables it passes."""
+    ``dist_params``), the twin's own by the callables it passes. ``episodic``: the twin's
+    TensorFlow path of the episodic baselines; without it, the numpy ``EpisodicUpdate``."""
     kind = path_kind(agent.config)
     if kind == "optimal_scalar":
         return optimal_scalar()
+    if kind == "episodic" and episodic is not None:
+        return episodic()
     if kind == "episodic":
         return EpisodicUpdate(agent.config, agent.spec, weighted, agent.per_sample_gradients,
                               agent.dist_params)

@@ -88,7 +88,8 @@ class _Replica:
     returns: np.ndarray       # float64 [E_r], R_e (raw: the memory's units)
 
 
-def _replica(batch: Batch, config, spec) -> _Replica:
+def cut_replica(batch: Batch, config, spec) -> _Replica:
+    """One replica's batch cut into complete episodes (its inputs, segments, rows, returns)."""
     reward_to_go = discounted_returns(batch.rewards, batch.terminated, batch.truncated,
                                       config.gamma)
     inputs = training_inputs(batch, config, spec, reward_to_go)
@@ -99,7 +100,7 @@ def _replica(batch: Batch, config, spec) -> _Replica:
                     lengths=segs.lengths[segs.complete], returns=segs.returns[segs.complete])
 
 
-def _scale(replicas: list[_Replica], count: int, total: float, reduce: ReplicaSums) -> float:
+def return_scale(replicas: list[_Replica], count: int, total: float, reduce: ReplicaSums) -> float:
     """The std of the global reward-to-go over its ``count`` valid steps (sum ``total``), or
     1 if it is 0: ``np.std``'s arithmetic (mean, then the mean square about it) on summed parts."""
     (squares,) = reduce.sum([[np.sum((r.reward_to_go - total / count) ** 2)] for r in replicas])
@@ -107,7 +108,7 @@ def _scale(replicas: list[_Replica], count: int, total: float, reduce: ReplicaSu
     return std if std > 0 else 1.0
 
 
-def _no_episode_error(config, replicas: list[_Replica], batch: Batch,
+def no_episode_error(config, replicas: list[_Replica], batch: Batch,
                       reduce: ReplicaSums) -> NoCompleteEpisodeError:
     (num_segments,) = reduce.sum([[np.float64(r.segments.lengths.size)] for r in replicas])
     where = (f"T={batch.num_steps}, N={batch.num_envs}" if reduce.num_replicas == 1 else
@@ -193,14 +194,14 @@ def estimate(batches: Sequence[Batch], config, spec, per_sample_gradients: PerSa
     """
     if config.baseline not in EPISODIC:
         raise ValueError(f"episodic estimate: baseline={config.baseline!r} is not one of {EPISODIC}")
-    replicas = [_replica(b, config, spec) for b in batches]
+    replicas = [cut_replica(b, config, spec) for b in batches]
     num_episodes, num_steps, num_valid, total = reduce.sum(
         [[np.float64(r.lengths.size), np.float64(r.lengths.sum()),
           np.float64(r.reward_to_go.size), np.sum(r.reward_to_go)] for r in replicas])
     num_episodes, num_steps, num_valid = int(num_episodes), int(num_steps), int(num_valid)
     if num_episodes == 0:
-        raise _no_episode_error(config, replicas, batches[0], reduce)
-    scale = _scale(replicas, num_valid, total, reduce) if config.normalize_returns else 1.0
+        raise no_episode_error(config, replicas, batches[0], reduce)
+    scale = return_scale(replicas, num_valid, total, reduce) if config.normalize_returns else 1.0
     rows, shapes = _gradient_rows(replicas, per_sample_gradients, shapes)
     fit = _FITS[config.baseline](rows, replicas, memory, reduce, num_episodes)
     ascent, centre = None, None

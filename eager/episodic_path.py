@@ -1,0 +1,166 @@
+"""The episodic optimal baselines in TF2: one XLA computation per update. Mirrors
+``legacy_graph/episodic_path.py``.
+
+The math is ``pgtwin.mode_agnostic.episodic_baselines`` on the grid of
+``pgtwin_core.baselines.episode_layout``; this twin's own part is how it runs: a ``GradientTape``
+around the forward pass over the grid's cells, the estimate as ``tf.function(jit_compile=True)``
+(compiled once per grid shape; the shapes are bucketed), and an outer ``tf.function`` (one
+trace: every dimension dynamic) that reads the memory variables, runs the estimate, applies
+the step (``guarded_apply``) and assigns the new memory when it was applied. The memory
+variables (``MemoryVariables``) are the agent's: its ``tf.train.Checkpoint`` saves them
+(``LayoutPath.checkpointed``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from pgtwin_core.baseline_memory import HeldMemory
+from pgtwin_core.baselines.layout_path import LayoutPath
+
+from pgtwin.mode_agnostic import distributions, per_sample
+from pgtwin.mode_agnostic.episodic_baselines import (EpisodeTensors, MemoryTensors,
+                                                     episodic_estimate)
+
+from eager.gradient_step import checked_gradients, guarded_apply
+from eager.policy_call import direct_callable
+from eager.tracing import batch_signatures
+
+MEMORY_FIELDS = ("num", "den", "sum_r", "count")
+
+
+class MemoryVariables(tf.Module):
+    """The episodic baseline's memory (``pgtwin_core/baseline_memory.py``) as variables:
+    ``baseline_memory/num``, ``den``, ``sum_r``, ``count`` (and ``horizon`` for
+    ``optimal_time``, whose sums have a dynamic number of rows)."""
+
+    def __init__(self, memory: HeldMemory, dtype: str):
+        super().__init__(name="baseline_memory")
+        rows = [None] if memory.kind == "time" else []
+        shapes = {"num": rows + ([memory.width] if memory.kind != "scalar" else []),
+                  "sum_r": rows + ([1] if rows else []), "count": []}
+        shapes["den"] = shapes["num"]
+        empty = memory.empty()
+        with tf.name_scope("baseline_memory/"):
+            self.vars = {f: tf.Variable(np.asarray(empty[f], dtype), name=f, trainable=False,
+                                        shape=tf.TensorShape(shapes[f])) for f in MEMORY_FIELDS}
+            if memory.kind == "time":
+                self.vars["horizon"] = tf.Variable(np.int32(0), name="horizon", trainable=False)
+
+    def tensors(self) -> MemoryTensors:
+        v = self.vars
+        return MemoryTensors(*(v[f].read_value() for f in MEMORY_FIELDS),
+                             horizon=v["horizon"].read_value() if "horizon" in v else None)
+
+    def assign(self, new: MemoryTensors) -> tf.Operation:
+        values = dict(zip(MEMORY_FIELDS, (new.num, new.den, new.sum_r, new.count)))
+        if new.horizon is not None:
+            values["horizon"] = new.horizon
+        return tf.group(*[self.vars[f].assign(x) for f, x in values.items()])
+
+
+def episodic_path(agent) -> LayoutPath:
+    """The ``UpdatePath`` of ``agent.config.baseline`` (an episodic one), on ``agent``'s
+    variables and optimizer; adds the memory variables to ``agent.checkpoint``."""
+    return _Computation(agent).path
+
+
+class _Computation:
+    """The traced functions of one agent's episodic update."""
+
+    def __init__(self, agent):
+        spec, config = agent.spec, agent.config
+        self.spec, self.config = spec, config
+        self.variables, self.optimizer = agent.variables, agent.optimizer
+        width = sum(int(np.prod(s, dtype=np.int64)) for s in spec.weight_shapes().values())
+        memory = HeldMemory(config.baseline_memory, config.baseline, width, self._read,
+                            self._write)
+        self.memory_vars = MemoryVariables(memory, config.dtype)
+        s = batch_signatures(spec, config.dtype)
+        dt = config.dtype
+        grid = tf.TensorSpec([None, None], dt)
+        scalar = tf.TensorSpec([], dt)
+        sig = [s["obs"], s["actions"], grid, tf.TensorSpec([None], tf.int32), s["vector"], grid,
+               scalar, scalar, scalar, tf.TensorSpec([], tf.int32)]
+        self.estimate_fn = tf.function(self._estimate, autograph=False,
+                                       jit_compile=config.jit_compile)
+        self.train_fn = tf.function(self._train, input_signature=sig, autograph=False)
+        self.grads_fn = tf.function(self._grads, input_signature=sig, autograph=False)
+        calls = {}
+
+        def call(key, fn):
+            def run(*args):
+                if key not in calls:
+                    calls[key] = direct_callable(fn)
+                return calls[key](*args)
+            return run
+
+        train, grads = call("train", self.train_fn), call("grads", self.grads_fn)
+        self.path = LayoutPath(config, spec, agent.dist_params, memory, list(self.variables),
+                               train=train, estimate=lambda *a: _split(grads(*a)))
+        # The agent's tf.train.Checkpoint takes these along (eager/agent.py).
+        self.path.checkpointed = {"baseline_memory": self.memory_vars}
+
+    # ------------------------------------------------------------- memory I/O
+    def _read(self) -> dict[str, np.ndarray]:
+        return {f: v.numpy() for f, v in self.memory_vars.vars.items()}
+
+    def _write(self, values: dict[str, np.ndarray]) -> None:
+        for f, v in self.memory_vars.vars.items():
+            v.assign(np.asarray(values[f], v.dtype.as_numpy_dtype))
+
+    # --------------------------------------------------------- traced bodies
+    def _estimate(self, obs, actions, mask, chunk_episode, returns, ar, num_episodes,
+                  num_steps, scale, horizon, *memory):
+        """``(loss, grads, entropy, baseline, new memory..., finite)`` (XLA-compiled)."""
+        spec, coef = self.spec, self.config.entropy_coef
+        weights = tf.reshape(mask, [-1]) / num_steps
+        with tf.GradientTape(persistent=coef > 0) as tape:  # a second gradient for the bonus
+            params, layers = per_sample.traced_dist_params(spec, self.variables, obs)
+            log_probs = distributions.log_prob(spec, params, actions)
+            total = tf.reduce_sum(log_probs)
+            entropies = distributions.entropy(spec, params)
+            bonus_loss = -coef * tf.reduce_sum(weights * entropies)
+        deltas = tape.gradient(total, per_sample.delta_targets(params, layers))
+        traced = per_sample.deltas_from_gradients(spec, params, log_probs, layers, deltas)
+        ep = EpisodeTensors(mask, chunk_episode, returns, ar, num_episodes, num_steps, scale,
+                            horizon)
+        held = MemoryTensors(*memory[:4], horizon=memory[4] if len(memory) > 4 else None)
+        out = episodic_estimate(spec, self.config.baseline, traced, entropies, ep, held,
+                                self.config.baseline_memory, coef)
+        grads = out.grads
+        if coef > 0:
+            bonus = checked_gradients(tape, bonus_loss, self.variables)
+            grads = [g + e for g, e in zip(grads, bonus)]
+        new = [out.memory.num, out.memory.den, out.memory.sum_r, out.memory.count]
+        if out.memory.horizon is not None:
+            new.append(out.memory.horizon)
+        return out.loss, grads, out.entropy, out.baseline, new, out.sums_finite
+
+    def _memory_args(self) -> list[tf.Tensor]:
+        held = self.memory_vars.tensors()
+        extra = [] if held.horizon is None else [held.horizon]
+        return [held.num, held.den, held.sum_r, held.count, *extra]
+
+    def _grads(self, *args):
+        loss, grads, _, _, _, _ = self.estimate_fn(*args, *self._memory_args())
+        return [loss, *grads]
+
+    def _train(self, *args):
+        loss, grads, entropy, baseline, new, finite = self.estimate_fn(*args, *self._memory_args())
+        applied = guarded_apply(self.optimizer, self.variables, grads, loss,
+                                self.config.max_grad_norm)
+        if self.config.baseline_memory > 0:  # decay 0 keeps nothing: the memory stays empty
+            new = MemoryTensors(*new[:4], horizon=new[4] if len(new) > 4 else None)
+            tf.cond(tf.logical_and(applied, finite),
+                    lambda: self._assigned(new), lambda: tf.constant(False))
+        return loss, tf.linalg.global_norm(grads), entropy, applied, baseline
+
+    def _assigned(self, new: MemoryTensors) -> tf.Tensor:
+        with tf.control_dependencies([self.memory_vars.assign(new)]):
+            return tf.constant(True)
+
+
+def _split(outputs) -> tuple[tf.Tensor, list[tf.Tensor]]:
+    """``[loss, *grads]`` -> ``(loss, grads)``."""
+    return outputs[0], list(outputs[1:])

@@ -1,0 +1,166 @@
+"""The episodic optimal baselines as TF1 graph ops: one XLA cluster per update. Mirrors
+``eager/episodic_path.py``.
+
+The math is ``pgtwin.mode_agnostic.episodic_baselines`` on the grid of
+``pgtwin_core.baselines.episode_layout``; this twin's own part is how it runs: placeholders for
+the grid, one ``tf.gradients`` backward pass over its cells (``per_sample.layer_deltas``), the
+estimate built by ``xla_compiled`` (TF1's ``tf.xla.experimental.compile``: one cluster,
+compiled once per grid shape), then plain graph ops for the guarded optimizer step and the
+memory's assignment under ``tf.cond(applied)``, all in one Session call. The memory variables
+(``baseline_memory/num`` ...) live in the agent's graph; the agent's ``Saver`` saves them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from pgtwin_core.baseline_memory import HeldMemory
+from pgtwin_core.baselines.layout_path import LayoutPath
+
+from pgtwin.mode_agnostic import distributions
+from pgtwin.mode_agnostic.episodic_baselines import (EpisodeTensors, MemoryTensors,
+                                                     episodic_estimate)
+
+from legacy_graph.gradient_step import checked_gradients, guarded_apply
+from legacy_graph.per_sample import layer_deltas, xla_compiled
+from legacy_graph.policy_call import direct_callable
+
+tf1 = tf.compat.v1
+
+MEMORY_FIELDS = ("num", "den", "sum_r", "count")
+MEMORY_SCOPE = "baseline_memory"
+"""The memory variables' name scope (``legacy_graph/checkpoint_layout.py`` leaves them out
+of the policy's layout)."""
+
+
+class MemoryVariables:
+    """The episodic baseline's memory as graph variables (mirrors the eager twin's tf.Module):
+    ``baseline_memory/num``, ``den``, ``sum_r``, ``count`` (and ``horizon`` for
+    ``optimal_time``, whose sums have a dynamic number of rows)."""
+
+    def __init__(self, memory: HeldMemory, dtype: str):
+        rows = [None] if memory.kind == "time" else []
+        shapes = {"num": rows + ([memory.width] if memory.kind != "scalar" else []),
+                  "sum_r": rows + ([1] if rows else []), "count": []}
+        shapes["den"] = shapes["num"]
+        empty = memory.empty()
+        with tf1.name_scope(f"{MEMORY_SCOPE}/"):
+            self.vars = {f: tf.Variable(np.asarray(empty[f], dtype), name=f, trainable=False,
+                                        shape=tf.TensorShape(shapes[f])) for f in MEMORY_FIELDS}
+            if memory.kind == "time":
+                self.vars["horizon"] = tf.Variable(np.int32(0), name="horizon", trainable=False)
+            self.placeholders = {f: tf1.placeholder(v.dtype, v.shape, name=f"{f}_value")
+                                 for f, v in self.vars.items()}
+            self.load_op = tf.group(*[v.assign(self.placeholders[f])
+                                      for f, v in self.vars.items()])
+
+    def tensors(self) -> MemoryTensors:
+        v = self.vars
+        return MemoryTensors(*(v[f].read_value() for f in MEMORY_FIELDS),
+                             horizon=v["horizon"].read_value() if "horizon" in v else None)
+
+    def assign(self, new: MemoryTensors) -> tf.Operation:
+        values = dict(zip(MEMORY_FIELDS, (new.num, new.den, new.sum_r, new.count)))
+        if new.horizon is not None:
+            values["horizon"] = new.horizon
+        return tf.group(*[self.vars[f].assign(x) for f, x in values.items()])
+
+
+def episodic_path(agent) -> LayoutPath:
+    """The ``UpdatePath`` of ``agent.config.baseline`` (an episodic one), built in ``agent``'s
+    graph on its variables and optimizer. The agent's ``Saver`` must be made after it (it
+    saves every global variable)."""
+    return _Computation(agent).path
+
+
+class _Computation:
+    """The ops of one agent's episodic update."""
+
+    def __init__(self, agent):
+        spec, config = agent.spec, agent.config
+        self.spec, self.config, self.variables = spec, config, agent.variables
+        self.session = agent.session
+        width = sum(int(np.prod(s, dtype=np.int64)) for s in spec.weight_shapes().values())
+        memory = HeldMemory(config.baseline_memory, config.baseline, width, self._read,
+                            self._write)
+        dt = config.dtype
+        with agent.graph.as_default():
+            self.memory_vars = MemoryVariables(memory, dt)
+            with tf1.name_scope("episodic"):
+                feeds = [agent.obs_ph, agent.actions_ph,
+                         tf1.placeholder(dt, [None, None], name="mask"),
+                         tf1.placeholder(tf.int32, [None], name="chunk_episode"),
+                         tf1.placeholder(dt, [None], name="returns"),
+                         tf1.placeholder(dt, [None, None], name="discounted_rewards"),
+                         tf1.placeholder(dt, [], name="num_episodes"),
+                         tf1.placeholder(dt, [], name="num_steps"),
+                         tf1.placeholder(dt, [], name="scale"),
+                         tf1.placeholder(tf.int32, [], name="horizon")]
+                held = self.memory_vars.tensors()
+                memory_in = [held.num, held.den, held.sum_r, held.count]
+                if held.horizon is not None:
+                    memory_in.append(held.horizon)
+                outputs = (xla_compiled(self._estimate, feeds + memory_in) if config.jit_compile
+                           else self._estimate(*feeds, *memory_in))
+                loss, entropy, baseline, finite = outputs[:4]
+                n = len(self.variables)
+                grads = list(outputs[4:4 + n])
+                new = list(outputs[4 + n:])
+                new = MemoryTensors(*new[:4], horizon=new[4] if len(new) > 4 else None)
+                train_op, applied = guarded_apply(agent.optimizer, self.variables, grads, loss,
+                                                  config.max_grad_norm)
+                targets = [train_op]
+                if config.baseline_memory > 0:  # decay 0 keeps nothing: the memory stays empty
+                    with tf.control_dependencies([train_op]):
+                        targets.append(tf1.cond(tf.logical_and(applied, finite),
+                                                lambda: self._assigned(new),
+                                                lambda: tf.constant(False)))
+                metrics = [loss, tf.linalg.global_norm(grads), entropy, applied, baseline]
+            self._init = tf1.variables_initializer(list(self.memory_vars.vars.values()))
+        self.session.run(self._init)
+        self._estimate_call = direct_callable(self.session, [loss, *grads], feeds)
+        train = direct_callable(self.session, metrics, feeds, targets=targets)
+        self.path = LayoutPath(config, spec, agent.dist_params, memory, list(self.variables),
+                               train=train,
+                               estimate=lambda *a: _split(self._estimate_call(*a)))
+
+    # ------------------------------------------------------------- memory I/O
+    def _read(self) -> dict[str, np.ndarray]:
+        return self.session.run(self.memory_vars.vars)
+
+    def _write(self, values: dict[str, np.ndarray]) -> None:
+        mv = self.memory_vars
+        self.session.run(mv.load_op, {mv.placeholders[f]: np.asarray(values[f],
+                                                                      v.dtype.as_numpy_dtype)
+                                      for f, v in mv.vars.items()})
+
+    # ------------------------------------------------------------------ ops
+    def _estimate(self, obs, actions, mask, chunk_episode, returns, ar, num_episodes,
+                  num_steps, scale, horizon, *memory) -> list[tf.Tensor]:
+        """``[loss, entropy, baseline, finite, *grads, *new memory]`` (one XLA cluster)."""
+        spec, coef = self.spec, self.config.entropy_coef
+        traced = layer_deltas(spec, self.variables, obs, actions)
+        entropies = distributions.entropy(spec, traced.params)
+        ep = EpisodeTensors(mask, chunk_episode, returns, ar, num_episodes, num_steps, scale,
+                            horizon)
+        held = MemoryTensors(*memory[:4], horizon=memory[4] if len(memory) > 4 else None)
+        out = episodic_estimate(spec, self.config.baseline, traced, entropies, ep, held,
+                                self.config.baseline_memory, coef)
+        grads = out.grads
+        if coef > 0:
+            weights = tf.reshape(mask, [-1]) / num_steps
+            bonus = checked_gradients(-coef * tf.reduce_sum(weights * entropies), self.variables)
+            grads = [g + e for g, e in zip(grads, bonus)]
+        new = [out.memory.num, out.memory.den, out.memory.sum_r, out.memory.count]
+        if out.memory.horizon is not None:
+            new.append(out.memory.horizon)
+        return [out.loss, out.entropy, out.baseline, out.sums_finite, *grads, *new]
+
+    def _assigned(self, new: MemoryTensors) -> tf.Tensor:
+        with tf.control_dependencies([self.memory_vars.assign(new)]):
+            return tf.constant(True)
+
+
+def _split(outputs) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``[loss, *grads]`` -> ``(loss, grads)``."""
+    return outputs[0], list(outputs[1:])

@@ -1,0 +1,300 @@
+"""The episodic optimal baselines as TensorFlow ops, for both twins: one computation per update.
+
+The numpy reference is ``pgtwin_core.baselines`` (the estimator, ``leave_one_out``,
+``time_dependent``); the formulas are docs/baselines.md's, in the same order of operations
+where it matters (leave-one-out by prefix and suffix sums, ``optimal_time`` by the total less
+the episode's own terms). The twins feed the grid of ``pgtwin_core.baselines.episode_layout``
+(complete episodes cut into chunks of C steps, ``[K, C]``) and one traced forward and backward
+pass over its cells (``per_sample.LayerDeltas``); everything below runs on those tensors, so
+a twin compiles it into one XLA computation (graph: ``tf.xla.experimental.compile``; eager:
+``tf.function(jit_compile=True)``).
+
+Per-episode scores, exactly and without a ``[B, in, out]`` tensor. A dense layer's kernel
+score of episode e is ``g_e = sum_{t in e} a_t^T d_t = A_e^T D_e`` (A_e, D_e the episode's
+inputs and deltas, ``[T_e, in]`` and ``[T_e, out]``). Ghost norms of the summed deltas are
+not enough: ``||A_e^T D_e||_F^2 = sum_{t,s in e} (a_t . a_s)(d_t . d_s)`` needs the whole
+``T_e x T_e`` Gram matrices, and ``optimal_per_param`` needs every element of g_e anyway. So
+g_e is formed per chunk by one batched matmul ``[K, C, in]^T [K, C, out] -> [K, in, out]``
+and summed over each episode's chunks (``unsorted_segment_sum``): per episode, not per step
+(E << B), at most C - 1 empty cells per episode. ``optimal_time`` needs the score so far of
+every step, ``psi_el``, which is per step by definition: ``[E, H, in, out]`` (cumsum of the
+per-step outer products along each episode's row of the grid); its ratios are per (e, l, h).
+
+Memory (``pgtwin_core/baseline_memory.py``): ``num, den, sum_r, count`` as tensors, flat
+over the weights in ``spec.weight_shapes()`` order (``[]``; ``[P]``; ``[H_m, P]`` and
+``[H_m, 1]`` for ``optimal_time``), zeros when empty (the same bits as no memory: every use
+adds them). The new memory ``decay * (M + S)`` is returned for the twin to assign after an
+applied update.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from pgtwin_core.specs import PolicySpec
+
+from pgtwin.mode_agnostic.loss import reinforce_loss
+from pgtwin.mode_agnostic.per_sample import LayerDeltas, weighted_gradient
+
+
+@dataclass(frozen=True)
+class EpisodeTensors:
+    """``pgtwin_core.baselines.episode_layout.EpisodeLayout`` as tensors (config dtype)."""
+
+    mask: tf.Tensor               # [K, C]
+    chunk_episode: tf.Tensor      # int32 [K]
+    returns: tf.Tensor            # [E_b], raw
+    discounted_rewards: tf.Tensor  # [K, C]
+    num_episodes: tf.Tensor       # scalar, E
+    num_steps: tf.Tensor          # scalar, sum_e T_e
+    scale: tf.Tensor              # scalar
+    horizon: tf.Tensor            # int32 scalar: the longest complete episode
+
+
+@dataclass(frozen=True)
+class MemoryTensors:
+    """The earlier batches' sums (module doc); ``horizon`` (int32) only for ``optimal_time``:
+    rows at or past it hold the padding (num 0, den its last row, sum_r 0)."""
+
+    num: tf.Tensor
+    den: tf.Tensor
+    sum_r: tf.Tensor
+    count: tf.Tensor
+    horizon: tf.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class EpisodicResult:
+    """One update's estimate: what the twin applies, reports and remembers."""
+
+    loss: tf.Tensor        # the reported loss (at R_e - b*_e, or the surrogate at R_e - <R>)
+    grads: list[tf.Tensor]  # the loss gradient, spec.weight_shapes() order (no entropy bonus)
+    entropy: tf.Tensor     # sum_i w_i H_i
+    baseline: tf.Tensor    # the logged plug-in baseline (normalised units)
+    memory: MemoryTensors  # decay * (M + S)
+    sums_finite: tf.Tensor  # bool: S is finite (a non-finite sum never enters the memory)
+
+
+def _others(x: tf.Tensor) -> tf.Tensor:
+    """``out[e] = sum_{e' != e} x[e']`` over axis 0, by prefix and suffix sums (as
+    ``leave_one_out.others``: no cancellation)."""
+    return tf.cumsum(x, axis=0, exclusive=True) + tf.cumsum(x, axis=0, exclusive=True, reverse=True)
+
+
+def _ratio_or(num: tf.Tensor, den: tf.Tensor, fallback: tf.Tensor) -> tf.Tensor:
+    """``num / den`` where ``den > 0``, else ``fallback`` (broadcast); no 0/0 in either branch."""
+    positive = den > 0
+    safe = tf.where(positive, den, tf.ones_like(den))
+    return tf.where(positive, num / safe, tf.broadcast_to(fallback, tf.shape(num)))
+
+
+def _safe_div(x: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
+    """``x / count`` if ``count > 0``, else zeros (a lone episode and no memory)."""
+    return tf.where(count > 0, x / tf.where(count > 0, count, tf.ones_like(count)),
+                    tf.zeros_like(x))
+
+
+def _expand(x: tf.Tensor, rank: int) -> tf.Tensor:
+    """``x`` with trailing unit axes up to ``rank``."""
+    return tf.reshape(x, tf.concat([tf.shape(x), tf.ones([rank - x.shape.rank], tf.int32)], 0))
+
+
+def _cells(x: tf.Tensor, grid: tf.Tensor) -> tf.Tensor:
+    """``[R, ...] -> [K, C, ...]``: rows of the grid's cells, row-major."""
+    return tf.reshape(x, tf.concat([tf.shape(grid), tf.shape(x)[1:]], 0))
+
+
+def _per_step_pieces(spec: PolicySpec, traced: LayerDeltas, mask: tf.Tensor):
+    """Per weight (``spec.weight_shapes()`` order): ``(a, d)`` with a ``[K, C, (W,) in]``,
+    d ``[K, C, (W,) out]`` masked (empty cells 0), ``a = None`` for a bias, ``d`` the score
+    itself for log_std. ``W``: the LSTM window's steps."""
+    out = {}
+    for layer, delta in zip(traced.layers, traced.deltas):
+        d = _cells(delta, mask)
+        d = d * _expand(mask, d.shape.rank)
+        out[layer.kernel] = (_cells(layer.inputs, mask), d)
+        out[layer.bias] = (None, d)
+    if traced.log_std_grads is not None:
+        out["policy/log_std"] = (None, _cells(traced.log_std_grads, mask) * mask[:, :, None])
+    return [out[name] for name in spec.weight_shapes()]
+
+
+def episode_scores(spec: PolicySpec, traced: LayerDeltas, ep: EpisodeTensors) -> list[tf.Tensor]:
+    """``[E_b, *shape]`` per weight: ``g_e = sum_{t in e} grad log pi_t`` (module doc)."""
+    num_segments = tf.shape(ep.returns)[0]
+    scores = []
+    for a, d in _per_step_pieces(spec, traced, ep.mask):
+        if a is None:
+            chunk = tf.reduce_sum(d, axis=list(range(1, d.shape.rank - 1)))
+        elif a.shape.rank == 4:  # the LSTM gate layer: its window's steps too
+            chunk = tf.einsum("kcwi,kcwo->kio", a, d)
+        else:
+            chunk = tf.matmul(a, d, transpose_a=True)  # [K, in, out], one batched matmul
+        scores.append(tf.math.unsorted_segment_sum(chunk, ep.chunk_episode, num_segments))
+    return scores
+
+
+def time_scores(spec: PolicySpec, traced: LayerDeltas, ep: EpisodeTensors) -> list[tf.Tensor]:
+    """``[E_b, H, *shape]`` per weight: ``psi_el = sum_{k<=l} g_ek``, frozen after the
+    episode's end (the grid of ``optimal_time``: one row per episode)."""
+    out = []
+    for a, d in _per_step_pieces(spec, traced, ep.mask):
+        if a is None:
+            step = tf.reduce_sum(d, axis=list(range(2, d.shape.rank - 1)))
+        elif a.shape.rank == 4:
+            step = tf.einsum("kcwi,kcwo->kcio", a, d)
+        else:
+            step = tf.einsum("kci,kco->kcio", a, d)
+        out.append(tf.cumsum(step, axis=1))
+    return out
+
+
+def _split(x: tf.Tensor, spec: PolicySpec, lead: int) -> list[tf.Tensor]:
+    """A flat ``[..., P]`` memory tensor as per-weight ``[..., *shape]`` tensors."""
+    shapes = list(spec.weight_shapes().values())
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+    parts = tf.split(x, sizes, axis=-1)
+    lead_shape = tf.shape(x)[:lead]
+    return [tf.reshape(p, tf.concat([lead_shape, tf.constant(s, tf.int32)], 0))
+            for p, s in zip(parts, [list(s) for s in shapes])]
+
+
+def _flat(parts: list[tf.Tensor], lead: int) -> tf.Tensor:
+    """Per-weight ``[..., *shape]`` tensors side by side as ``[..., P]``."""
+    return tf.concat([tf.reshape(p, tf.concat([tf.shape(p)[:lead], [-1]], 0)) for p in parts],
+                     axis=-1)
+
+
+def _plug_in(num, den, sum_r, count):
+    return _ratio_or(num, den, _safe_div(sum_r, count))
+
+
+def _scalar_episodic(spec, traced, ep, memory):
+    scores = episode_scores(spec, traced, ep)
+    n = tf.add_n([tf.reduce_sum(tf.square(g), axis=list(range(1, g.shape.rank))) for g in scores])
+    r = ep.returns
+    num_e, den_e = n * r, n
+    others_count = memory.count + ep.num_episodes - 1.0
+    fallback = _safe_div(memory.sum_r + _others(r), others_count)
+    b = _ratio_or(memory.num + _others(num_e), memory.den + _others(den_e), fallback)
+    s_num, s_den, s_r = tf.reduce_sum(num_e), tf.reduce_sum(den_e), tf.reduce_sum(r)
+    count = memory.count + ep.num_episodes
+    plug_in = _plug_in(s_num + memory.num, s_den + memory.den, s_r + memory.sum_r, count)
+    sums = MemoryTensors(s_num, s_den, s_r, ep.num_episodes)
+    return r / ep.scale - b / ep.scale, None, plug_in, sums
+
+
+def _per_param(spec, traced, ep, memory):
+    scores = episode_scores(spec, traced, ep)
+    r = ep.returns
+    others_count = memory.count + ep.num_episodes - 1.0
+    fallback = _safe_div(memory.sum_r + _others(r), others_count)
+    m_num, m_den = _split(memory.num, spec, 0), _split(memory.den, spec, 0)
+    ascent, plug, s_num, s_den = [], [], [], []
+    count = memory.count + ep.num_episodes
+    s_r = tf.reduce_sum(r)
+    for g, mn, md in zip(scores, m_num, m_den):
+        rank = g.shape.rank
+        sq = tf.square(g)
+        num_e = sq * _expand(r, rank)
+        b = _ratio_or(mn + _others(num_e), md + _others(sq), _expand(fallback, rank))
+        ascent.append(tf.reduce_sum(g * (_expand(r, rank) - b), axis=0))
+        s_num.append(tf.reduce_sum(num_e, axis=0))
+        s_den.append(tf.reduce_sum(sq, axis=0))
+        plug.append(_plug_in(s_num[-1] + mn, s_den[-1] + md, s_r + memory.sum_r, count))
+    sums = MemoryTensors(_flat(s_num, 0), _flat(s_den, 0), s_r, ep.num_episodes)
+    return None, ascent, _flat(plug, 0), sums
+
+
+def _padded_memory(memory: MemoryTensors, horizon: tf.Tensor) -> MemoryTensors:
+    """``optimal_time``'s memory continued to ``horizon`` rows (>= its own): num and sum_r
+    with zeros, den with its last row; zeros throughout when it has no row."""
+    rows = tf.shape(memory.num)[0]
+    steps = tf.range(horizon)
+    inside = steps < rows
+    # Row `rows` of the extended tensor is a zero row: what a memory of no row gathers.
+    index = tf.minimum(steps, tf.maximum(rows - 1, 0))
+
+    def extended(x):
+        zero = tf.zeros(tf.concat([[1], tf.shape(x)[1:]], 0), x.dtype)
+        return tf.gather(tf.concat([x, zero], 0), tf.where(rows > 0, index, rows))
+
+    num, den, sum_r = extended(memory.num), extended(memory.den), extended(memory.sum_r)
+    return MemoryTensors(num=tf.where(inside[:, None], num, tf.zeros_like(num)), den=den,
+                         sum_r=tf.where(inside[:, None], sum_r, tf.zeros_like(sum_r)),
+                         count=memory.count, horizon=memory.horizon)
+
+
+def _time(spec, traced, ep, memory):
+    psis = time_scores(spec, traced, ep)
+    horizon = tf.shape(ep.mask)[1]
+    memory = _padded_memory(memory, horizon)
+    ar = ep.discounted_rewards  # [E_b, H]
+    count = memory.count + ep.num_episodes
+    s_r = tf.reduce_sum(ar, axis=0)[:, None]  # [H, 1]
+    total_r = s_r + memory.sum_r
+    m_num, m_den = _split(memory.num, spec, 1), _split(memory.den, spec, 1)
+    fallback = _safe_div(total_r[None, :, 0] - ar, count - 1.0)  # [E_b, H]
+    ascent, plug, s_num, s_den = [], [], [], []
+    for psi, mn, md in zip(psis, m_num, m_den):
+        rank = psi.shape.rank
+        sq = tf.square(psi)
+        a = _expand(ar, rank)
+        own_num = sq * a
+        num, den = tf.reduce_sum(own_num, axis=0), tf.reduce_sum(sq, axis=0)
+        s_num.append(num)
+        s_den.append(den)
+        total_num, total_den = num + mn, den + md
+        b = _ratio_or(total_num[None] - own_num, total_den[None] - sq, _expand(fallback, rank))
+        ascent.append(tf.reduce_sum(psi * (a - b), axis=[0, 1]))
+        plug.append(_plug_in(total_num, total_den, _expand(total_r[:, 0], rank - 1), count))
+    plug = _flat(plug, 1)  # [H, P]
+    used = tf.maximum(ep.horizon, memory.horizon)
+    rows = tf.cast(tf.range(horizon) < used, plug.dtype)
+    logged = tf.reduce_sum(plug * rows[:, None]) / (tf.cast(used, plug.dtype)
+                                                    * tf.cast(tf.shape(plug)[1], plug.dtype))
+    sums = MemoryTensors(_flat(s_num, 1), _flat(s_den, 1), s_r, ep.num_episodes)
+    return None, ascent, logged, sums, memory
+
+
+def episodic_estimate(spec: PolicySpec, baseline: str, traced: LayerDeltas,
+                      entropies: tf.Tensor, ep: EpisodeTensors, memory: MemoryTensors,
+                      decay: float, entropy_coef: float) -> EpisodicResult:
+    """One update's estimate with an episodic optimal baseline, over the grid's cells.
+
+    Args:
+      baseline: ``optimal_scalar_episodic``, ``optimal_per_param`` or ``optimal_time``.
+      traced: the forward pass and the deltas on the grid's ``K * C`` cells.
+      entropies: ``[K * C]`` H_i on the cells (gradient flows: the reported loss carries it).
+      ep, memory: the batch's grid and the earlier batches' sums (module doc).
+      decay: rho of the memory (``ReinforceConfig.baseline_memory``).
+      entropy_coef: the loss's; the bonus's gradient is the twin's to add.
+    """
+    weights = tf.reshape(ep.mask, [-1]) / ep.num_steps
+    if baseline == "optimal_time":
+        advantages, ascent, logged, sums, memory = _time(spec, traced, ep, memory)
+    else:
+        fit = _scalar_episodic if baseline == "optimal_scalar_episodic" else _per_param
+        advantages, ascent, logged, sums = fit(spec, traced, ep, memory)
+        logged = tf.reduce_mean(logged)
+    centre = tf.reduce_sum(ep.returns / ep.scale) / ep.num_episodes
+    if advantages is None:  # the per-element ones: the surrogate at R_e - <R>
+        advantages = ep.returns / ep.scale - centre
+    cell_advantages = tf.reshape(tf.gather(advantages, ep.chunk_episode)[:, None]
+                                 * tf.ones_like(ep.mask), [-1])
+    loss = reinforce_loss(traced.log_probs, cell_advantages, weights, entropies, entropy_coef)
+    if ascent is None:  # optimal_scalar_episodic: the backward pass of that loss
+        grads = weighted_gradient(spec, traced, -weights * cell_advantages)
+    else:
+        grads = [-g / (ep.num_steps * ep.scale) for g in ascent]
+    finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(x))
+                                     for x in (sums.num, sums.den, sums.sum_r)]))
+    new = MemoryTensors(num=decay * (memory.num + sums.num), den=decay * (memory.den + sums.den),
+                        sum_r=decay * (memory.sum_r + sums.sum_r),
+                        count=decay * (memory.count + sums.count),
+                        horizon=None if memory.horizon is None
+                        else tf.maximum(memory.horizon, ep.horizon))
+    return EpisodicResult(loss=loss, grads=grads, entropy=tf.reduce_sum(weights * entropies),
+                          baseline=logged / ep.scale, memory=new, sums_finite=finite)
