@@ -28,9 +28,10 @@ def saved_layout(path: str) -> CheckpointLayout:
     names = {attr.checkpoint_key: attr.full_name for node in graph.nodes
              for attr in node.attributes if attr.name == "VARIABLE_VALUE"}
     policy = {full: (tuple(shapes[key]), dtypes[key].name) for key, full in names.items()
-              if full.startswith("policy/")}
+              if full.startswith(("policy/", "value/"))}
+    # The value net's optimizer (value_adam, eager/value_net.py) is not the policy's.
     optimizer = next((re.sub(r"_\d+$", "", full.split("/")[0]) for full in names.values()
-                      if full.endswith("/iteration")), "none")
+                      if full.endswith("/iteration") and not full.startswith("value_")), "none")
     return CheckpointLayout(variables=policy, optimizer=optimizer)
 
 

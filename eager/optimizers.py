@@ -10,11 +10,14 @@ import keras
 from pgtwin_core.config import ReinforceConfig
 
 
-def make_optimizer(config: ReinforceConfig) -> keras.optimizers.Optimizer:
-    """Adam or plain SGD (no momentum, no Nesterov)."""
+def make_optimizer(config: ReinforceConfig, name: str | None = None) -> keras.optimizers.Optimizer:
+    """Adam or plain SGD (no momentum, no Nesterov). ``name``: Keras' default (``adam``,
+    ``sgd``) if None; the value net's is ``value_adam`` / ``value_sgd``
+    (``eager/value_net.py``), which names its variables in a checkpoint."""
+    named = {} if name is None else {"name": name}
     if config.optimizer == "sgd":
-        return keras.optimizers.SGD(learning_rate=config.learning_rate, momentum=0.0)
+        return keras.optimizers.SGD(learning_rate=config.learning_rate, momentum=0.0, **named)
     return keras.optimizers.Adam(
         learning_rate=config.learning_rate, beta_1=config.adam_beta1,
-        beta_2=config.adam_beta2, epsilon=config.adam_epsilon,
+        beta_2=config.adam_beta2, epsilon=config.adam_epsilon, **named,
     )

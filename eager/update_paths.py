@@ -15,6 +15,7 @@ from pgtwin_core.update_path import UpdatePath
 from eager.cached import CachedPath
 from eager.episodic_path import episodic_path
 from eager.optimal_scalar import OptimalScalarPath
+from eager.value_net import agent_value_net
 from eager.weighted_loss import WeightedLoss
 
 
@@ -28,4 +29,5 @@ def update_path(agent, weighted: WeightedLoss,
       forward: its traced forward pass (the cached path records the rollout through it).
     """
     return chosen_path(agent, weighted, lambda: OptimalScalarPath(agent),
-                       lambda: CachedPath(agent, weighted, forward), lambda: episodic_path(agent))
+                       lambda: CachedPath(agent, weighted, forward), lambda: episodic_path(agent),
+                       value_net=lambda: agent_value_net(agent))

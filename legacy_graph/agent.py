@@ -54,6 +54,8 @@ class ReinforceAgent:
                  weights: dict[str, np.ndarray] | None = None, seed: int = 0):
         self.spec = spec
         self.config = config
+        self.seed = seed
+        """The seed of the initial weights (the value net's too: ``pgtwin_core.value_spec``)."""
         dtype = config.dtype
         weights = init_weights(spec, seed, dtype=dtype) if weights is None else weights
         weights = check_weights(spec, weights, dtype=dtype)
@@ -158,6 +160,12 @@ class ReinforceAgent:
         """The episodic baselines' earlier-batch sums (``pgtwin_core.baseline_memory.BaselineMemory``;
         None for the other baselines): part of the training state, like the optimizer's."""
         return self.update_path.memory
+
+    @property
+    def value_net(self):
+        """The value baseline's network (``legacy_graph/value_net.py``; None for the other
+        baselines): its weights and optimizer are in the graph, so in the ``Saver``'s checkpoint."""
+        return getattr(self.update_path, "value_net", None)
 
     # -------------------------------------------------------------- update
     def inputs(self, batch: Batch) -> TrainInputs:

@@ -16,6 +16,7 @@ from pgtwin_core.checkpoint_layout import CheckpointLayout
 
 _ADAM_ONLY = ("beta1_power", "beta2_power")
 _MEMORY = "baseline_memory/"
+_VALUE_OPTIMIZER = "value_optimizer/"  # the value net's beta powers (legacy_graph/value_net.py)
 
 
 def saved_layout(path: str) -> CheckpointLayout:
@@ -25,7 +26,8 @@ def saved_layout(path: str) -> CheckpointLayout:
     slots = [n for n in shapes if n.endswith(("/Adam", "/Adam_1"))]
     adam = bool(slots) or any(n in shapes for n in _ADAM_ONLY)
     policy = {n: (tuple(shapes[n]), dtypes[n].name) for n in shapes
-              if n not in slots and n not in _ADAM_ONLY and not n.startswith(_MEMORY)}
+              if n not in slots and n not in _ADAM_ONLY and not n.startswith(_MEMORY)
+              and not n.startswith(_VALUE_OPTIMIZER)}
     return CheckpointLayout(variables=policy, optimizer="adam" if adam else "sgd")
 
 

@@ -10,6 +10,7 @@ from pgtwin_core.update_path import UpdatePath
 from legacy_graph.cached import CachedPath
 from legacy_graph.episodic_path import episodic_path
 from legacy_graph.optimal_scalar import OptimalScalarPath
+from legacy_graph.value_net import agent_value_net
 from legacy_graph.weighted_loss import WeightedLoss
 
 
@@ -21,4 +22,5 @@ def update_path(agent, weighted: WeightedLoss) -> UpdatePath:
       weighted: its ``WeightedLoss``.
     """
     return chosen_path(agent, weighted, lambda: OptimalScalarPath(agent),
-                       lambda: CachedPath(agent, weighted), lambda: episodic_path(agent))
+                       lambda: CachedPath(agent, weighted), lambda: episodic_path(agent),
+                       value_net=lambda: agent_value_net(agent))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.errors import IncompatibleCheckpointError
 from pgtwin_core.specs import PolicySpec
+from pgtwin_core.value_spec import value_spec
 
 Shape = tuple[int, ...]
 
@@ -23,15 +24,20 @@ class CheckpointLayout:
     """The policy variables and the optimizer of an agent checkpoint."""
 
     variables: dict[str, tuple[Shape, str]]
-    """Canonical name (``policy/dense_0/kernel``) -> (shape, dtype name)."""
+    """Canonical name (``policy/dense_0/kernel``, ``value/...``) -> (shape, dtype name)."""
     optimizer: str
     """``adam`` (moment slots saved) or ``sgd`` (no slots)."""
 
 
 def agent_layout(spec: PolicySpec, config: ReinforceConfig) -> CheckpointLayout:
-    """The layout an agent built from ``spec`` and ``config`` writes (and can restore)."""
+    """The layout an agent built from ``spec`` and ``config`` writes (and can restore): the
+    policy's variables, and the value net's with ``baseline='value'``
+    (``pgtwin_core.value_spec``; its optimizer is of the policy's kind)."""
+    shapes = dict(spec.weight_shapes())
+    if config.baseline == "value":
+        shapes.update(value_spec(spec, config).weight_shapes())
     return CheckpointLayout(
-        variables={name: (shape, config.dtype) for name, shape in spec.weight_shapes().items()},
+        variables={name: (shape, config.dtype) for name, shape in shapes.items()},
         optimizer=config.optimizer)
 
 

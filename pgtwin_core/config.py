@@ -15,7 +15,7 @@ BASELINES = (
     "optimal_per_param",
     "optimal_time",
     "time_mean",
-    # "value",  (the value path lands in the next commit)
+    "value",
 )
 VALUE_FITS = ("after", "before")
 PER_STEP_BASELINES = ("none", "mean", "time_mean", "value")
@@ -113,7 +113,7 @@ class ReinforceConfig:
             ("adam_epsilon", lambda v: _real(v) and 0 < v < math.inf, "must be a finite number > 0"),
             ("normalize_returns", lambda v: isinstance(v, bool), "must be True or False"),
             ("gpomdp", lambda v: isinstance(v, bool), "must be True or False"),
-            ("value_hidden", lambda v: v is None or (isinstance(v, tuple) and len(v) >= 1
+            ("value_hidden", lambda v: v is None or (isinstance(v, (tuple, list)) and len(v) >= 1
                                                      and all(_count(h) for h in v)),
              "must be None (the policy's) or a non-empty tuple of ints >= 1"),
             ("value_learning_rate", lambda v: _real(v) and 0 < v < math.inf,
@@ -162,6 +162,8 @@ class ReinforceConfig:
                 "ReinforceConfig.update_path='cached' cannot serve baseline='value': the "
                 "value net is fitted between the rollout and the update; use "
                 "update_path='recompute'")
+        if self.value_hidden is not None:  # a list from a run's JSON settings
+            object.__setattr__(self, "value_hidden", tuple(int(h) for h in self.value_hidden))
         object.__setattr__(self, "num_envs", int(self.num_envs))
         object.__setattr__(self, "num_steps", int(self.num_steps))
 

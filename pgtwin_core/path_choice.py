@@ -6,6 +6,7 @@
     an episodic baseline (EPISODIC)         "episodic"        the twins' episodic path (TensorFlow,
                                                               pgtwin_core.baselines.LayoutPath), or
                                                               pgtwin_core.baselines.EpisodicUpdate
+    baseline value                          "value"           pgtwin_core.value_path over the twin's ValueNet
     update_path cached                      "cached"          the twins' CachedPath
     otherwise                               "recompute"       pgtwin_core.update_path.RecomputePath
 
@@ -17,6 +18,7 @@ from typing import Callable
 
 from pgtwin_core.baselines import EPISODIC, EpisodicUpdate
 from pgtwin_core.update_path import RecomputePath, UpdatePath, WeightedLoss
+from pgtwin_core.value_path import ValueNet, value_path
 
 
 def path_kind(config) -> str:
@@ -25,16 +27,20 @@ def path_kind(config) -> str:
         return "optimal_scalar"
     if config.baseline in EPISODIC:
         return "episodic"
+    if config.baseline == "value":
+        return "value"
     return "cached" if config.update_path == "cached" else "recompute"
 
 
 def chosen_path(agent, weighted: WeightedLoss, optimal_scalar: Callable[[], UpdatePath],
                 cached: Callable[[], UpdatePath],
-                episodic: Callable[[], UpdatePath] | None = None) -> UpdatePath:
+                episodic: Callable[[], UpdatePath] | None = None,
+                value_net: Callable[[], ValueNet] | None = None) -> UpdatePath:
     """The update path ``agent.config`` asks for: the shared ones built here (over the twin's
     ``weighted`` loss and the agent's public ``per_sample_gradients``, ``inputs`` and
     ``dist_params``), the twin's own by the callables it passes. ``episodic``: the twin's
-    TensorFlow path of the episodic baselines; without it, the numpy ``EpisodicUpdate``."""
+    TensorFlow path of the episodic baselines; without it, the numpy ``EpisodicUpdate``.
+    ``value_net``: builds the twin's value network (``baseline='value'``)."""
     kind = path_kind(agent.config)
     if kind == "optimal_scalar":
         return optimal_scalar()
@@ -43,6 +49,8 @@ def chosen_path(agent, weighted: WeightedLoss, optimal_scalar: Callable[[], Upda
     if kind == "episodic":
         return EpisodicUpdate(agent.config, agent.spec, weighted, agent.per_sample_gradients,
                               agent.dist_params)
+    if kind == "value":
+        return value_path(agent, weighted, value_net)
     if kind == "cached":
         return cached()
     return RecomputePath(weighted, agent.inputs, agent.dist_params)

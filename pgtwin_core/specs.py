@@ -225,12 +225,14 @@ def init_weights(spec: PolicySpec, seed: int = 0, *, dtype: str) -> dict[str, np
                 value[units:2 * units] = 1.0  # forget gate: remember by default
         else:
             gain = 0.01 if name.startswith("policy/head") else np.sqrt(2.0)
-            value = _orthogonal(rng, shape, gain)
+            value = orthogonal(rng, shape, gain)
         weights[name] = value.astype(_np_dtype(dtype))
     return weights
 
 
-def _orthogonal(rng: np.random.Generator, shape: tuple[int, int], gain: float) -> np.ndarray:
+def orthogonal(rng: np.random.Generator, shape: tuple[int, int], gain: float) -> np.ndarray:
+    """A ``shape`` matrix with orthonormal rows or columns times ``gain`` (Saxe et al. 2014),
+    float64; the policy's and the value net's kernels (``pgtwin_core.value_spec``)."""
     rows, cols = shape
     a = rng.standard_normal((max(rows, cols), min(rows, cols)))
     q, r = np.linalg.qr(a)

@@ -80,7 +80,7 @@ INVALID = [
     ("dtype", "float16", "must be one of ('float32', 'float64')"),
     ("gpomdp", 1, "must be True or False"),
     ("value_hidden", (), "must be None (the policy's) or a non-empty tuple of ints >= 1"),
-    ("value_hidden", [64], "must be None (the policy's) or a non-empty tuple of ints >= 1"),
+    ("value_hidden", [], "must be None (the policy's) or a non-empty tuple of ints >= 1"),
     ("value_hidden", (64, 0), "must be None (the policy's) or a non-empty tuple of ints >= 1"),
     ("value_learning_rate", 0.0, "must be a finite number > 0"),
     ("value_fit_steps", 0, "must be an int >= 1"),

@@ -19,7 +19,7 @@ def dense(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
     return tf.matmul(x, kernel) + bias
 
 
-def lstm_steps(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor
+def lstm_steps(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor, prefix: str = "policy"
                ) -> tuple[tf.Tensor, list[tf.Tensor], list[tf.Tensor]]:
     """Hand-written LSTM over the window ``obs [B, K, obs_dim]``, with each step's tensors.
 
@@ -28,13 +28,16 @@ def lstm_steps(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor
     Built from matmuls only (no ``tf.keras.layers.LSTM``, no while loop), unrolled over K,
     so both twins compute it identically and ``vectorized_map`` can batch it.
 
+    ``prefix``: whose LSTM (``policy``, or ``value`` for the value net of
+    ``pgtwin.mode_agnostic.value_net``): the weights ``{prefix}/lstm/kernel`` and ``bias``.
+
     Returns:
       ``h_K [B, units]``; per step t, the gate layer's input ``[x_t, h_{t-1}]``
       ``[B, obs_dim + units]`` and its pre-activation ``z_t [B, 4 units]`` (for the
       per-sample gradients of ``per_sample.py``).
     """
     units = spec.hidden[0]
-    kernel, bias = w["policy/lstm/kernel"], w["policy/lstm/bias"]
+    kernel, bias = w[f"{prefix}/lstm/kernel"], w[f"{prefix}/lstm/bias"]
     h = tf.zeros(tf.stack([tf.shape(obs)[0], units]), dtype=obs.dtype)
     c = h
     inputs, pre_activations = [], []

@@ -220,8 +220,9 @@ def resolve(env_id: str, given: Mapping[str, Any], saved: RunSettings | None = N
       given: the values the caller set, by ``RunSettings`` or ``ReinforceConfig`` field
         name; a name absent takes the resumed run's value, else the default. Without
         ``saved``, an episodic baseline with neither ``num_envs`` nor ``num_steps`` given
-        gets :func:`for_episodic_baseline`'s rollout, and ``torso='lstm'`` without
-        ``history`` gets :data:`LSTM_HISTORY`. A missing ``logdir`` is
+        gets :func:`for_episodic_baseline`'s rollout, ``torso='lstm'`` without
+        ``history`` gets :data:`LSTM_HISTORY`, and ``baseline='value'`` without
+        ``value_horizon`` the env's time limit (0 without one). A missing ``logdir`` is
         :func:`default_logdir`'s.
 
     Raises:
@@ -237,6 +238,9 @@ def resolve(env_id: str, given: Mapping[str, Any], saved: RunSettings | None = N
             base = for_episodic_baseline(base, max_episode_steps(env_id))
         if given.get("torso") == "lstm":
             given.setdefault("history", LSTM_HISTORY)
+        if given.get("baseline", base.config.baseline) == "value":
+            # The value net's time feature t / horizon: the env's time limit, 0 if none.
+            given.setdefault("value_horizon", max_episode_steps(env_id) or 0)
     settings = _apply(base, given)
     if settings.schedule_steps is None and (settings.lr_schedule != "constant"
                                             or settings.log_std_floor_final is not None):

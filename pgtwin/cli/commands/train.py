@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from pgtwin_core.config import BASELINES, DTYPES, OPTIMIZERS
+from pgtwin_core.config import BASELINES, DTYPES, OPTIMIZERS, VALUE_FITS
 from pgtwin_core.parallel_rollout import COLLECTIONS
 from pgtwin_core.schedules import LR_SCHEDULES
 from pgtwin_core.specs import TORSOS
@@ -41,6 +41,22 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline-memory", type=finite_number, default=None, metavar="RHO",
                    help="decay in [0, 1) of earlier batches' sums in the episodic baselines "
                         "(default 0.5; 0: this batch only)")
+    p.add_argument("--gpomdp", action=argparse.BooleanOptionalAction, default=None,
+                   help="weight step t's term by gamma^t (GPOMDP; with none, mean, time_mean "
+                        "or value; default off)")
+    p.add_argument("--value-hidden", type=hidden_sizes, default=None,
+                   help="--baseline value: the value net's hidden sizes (default the policy's)")
+    p.add_argument("--value-lr", type=positive_float, default=None,
+                   help="--baseline value: its optimizer's learning rate (default 1e-2)")
+    p.add_argument("--value-fit-steps", type=positive_int, default=None,
+                   help="--baseline value: optimizer steps on the value loss per update "
+                        "(default 10)")
+    p.add_argument("--value-fit", choices=VALUE_FITS, default=None,
+                   help="--baseline value: fit on this batch after its update (default, "
+                        "unbiased) or before")
+    p.add_argument("--value-horizon", type=non_negative_int, default=None,
+                   help="--baseline value: time feature t / HORIZON (default the env's "
+                        "time limit; 0 none)")
     p.add_argument("--normalize-returns", action=argparse.BooleanOptionalAction, default=None,
                    help="standardise returns over each batch (default on)")
     p.add_argument("--entropy-coef", type=non_negative_float, default=None)
@@ -122,6 +138,9 @@ GIVEN = {"seed": "seed", "steps": "total_steps", "num_envs": "num_envs",
          "num_steps": "num_steps", "lr": "learning_rate", "gamma": "gamma",
          "optimizer": "optimizer", "baseline": "baseline", "baseline_memory": "baseline_memory",
          "normalize_returns": "normalize_returns", "entropy_coef": "entropy_coef",
+         "gpomdp": "gpomdp", "value_hidden": "value_hidden", "value_lr": "value_learning_rate",
+         "value_fit_steps": "value_fit_steps", "value_fit": "value_fit",
+         "value_horizon": "value_horizon",
          "max_grad_norm": "max_grad_norm", "lr_schedule": "lr_schedule",
          "lr_floor": "lr_floor", "schedule_steps": "schedule_steps",
          "log_std_floor": "log_std_floor", "log_std_floor_final": "log_std_floor_final",

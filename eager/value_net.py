@@ -1,0 +1,105 @@
+"""The value baseline's network, the TF2 way: ``tf.Variable``s on a ``tf.Module`` with its own
+Keras optimizer, in ``tf.function``s traced once (``baseline='value'``).
+
+The ops are ``pgtwin.mode_agnostic.value_net``'s; the variables take the canonical names
+(``value/dense_0/kernel`` ...) and the numpy initial weights the legacy twin loads; the
+optimizer is the policy's kind (``make_optimizer``) with ``ReinforceConfig.value_learning_rate``,
+named ``value_adam`` / ``value_sgd`` so that a checkpoint tells it from the policy's, and its
+step is guarded like the policy's (``guarded_apply``). The module, optimizer included, is
+part of the agent's ``tf.train.Checkpoint`` (``value``). Mirrors ``legacy_graph/value_net.py``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.value_spec import ValueSpec, check_value_weights, init_value_weights, value_spec
+
+from pgtwin.mode_agnostic.value_net import value_loss, values
+
+from eager.gradient_step import checked_gradients, guarded_apply
+from eager.optimizers import make_optimizer
+from eager.tracing import traced
+
+
+class ValueNet(tf.Module):
+    """``pgtwin_core.value_path.ValueNet`` of an eager agent.
+
+    Args:
+      vspec: the value net (``pgtwin_core.value_spec.value_spec``).
+      config: the agent's (``dtype``, the optimizer, ``value_learning_rate``, ``jit_compile``).
+      weights: initial numpy weights by canonical name.
+    """
+
+    def __init__(self, vspec: ValueSpec, config: ReinforceConfig,
+                 weights: dict[str, np.ndarray]):
+        super().__init__(name="value_net")
+        self.vspec, self._dtype = vspec, config.dtype
+        weights = check_value_weights(vspec, weights, dtype=config.dtype)
+        self.variables_by_name = {n: tf.Variable(weights[n], name=n)
+                                  for n in vspec.weight_shapes()}
+        self.optimizer = make_optimizer(
+            config.replace(learning_rate=config.value_learning_rate),
+            name=f"value_{config.optimizer}")
+        self.optimizer.build(list(self.variables_by_name.values()))
+        vector = tf.TensorSpec([None], config.dtype)
+        obs = tf.TensorSpec([None, *vspec.obs_shape], config.dtype)
+        self._values_fn = traced(self._values, input_signature=[obs, vector])
+        batch = [obs, vector, vector, vector]
+        self._loss_fn = traced(self._loss_and_grads, input_signature=batch)
+        self._fit_fn = traced(self._fit_step, input_signature=batch,
+                              jit_compile=config.jit_compile)
+
+    # ------------------------------------------------------------ traced bodies
+    def _values(self, obs, tau):
+        return values(self.vspec, self.variables_by_name, obs, tau)
+
+    def _loss_and_grads(self, obs, tau, targets, weights):
+        with tf.GradientTape() as tape:
+            loss = value_loss(self._values(obs, tau), targets, weights)
+        return loss, checked_gradients(tape, loss, self.variables_by_name)
+
+    def _fit_step(self, obs, tau, targets, weights):
+        loss, grads = self._loss_and_grads(obs, tau, targets, weights)
+        applied = guarded_apply(self.optimizer, self.variables_by_name, grads, loss, None)
+        return loss, applied
+
+    def trace_counts(self) -> dict[str, int]:
+        """How often each ``tf.function`` has been traced (1 after warm-up, never more)."""
+        fns = {"value": self._values_fn, "value_loss": self._loss_fn, "value_fit": self._fit_fn}
+        return {k: f.experimental_get_tracing_count() for k, f in fns.items()}
+
+    # ------------------------------------------------------------ ValueNet
+    def predict(self, obs: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        """V ``[B]`` in ``config.dtype`` of ``obs [B, *obs_shape]``, ``tau [B]`` (that dtype)."""
+        return self._values_fn(obs, tau).numpy()
+
+    def fit_step(self, obs, tau, targets, weights) -> tuple[float, bool]:
+        """One guarded optimizer step on the value loss: ``(loss before the step, applied)``."""
+        loss, applied = self._fit_fn(obs, tau, targets, weights)
+        return float(loss), bool(applied)
+
+    def loss_and_gradients(self, obs, tau, targets, weights
+                           ) -> tuple[float, dict[str, np.ndarray]]:
+        """The value loss and its gradient by weight name (nothing applied)."""
+        loss, grads = self._loss_fn(obs, tau, targets, weights)
+        return float(loss), {n: g.numpy() for n, g in zip(self.variables_by_name, grads)}
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Current weights by canonical name."""
+        return {n: v.numpy() for n, v in self.variables_by_name.items()}
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Load weights (checked against the spec)."""
+        weights = check_value_weights(self.vspec, weights, dtype=self._dtype)
+        for n, v in self.variables_by_name.items():
+            v.assign(weights[n])
+
+
+def agent_value_net(agent) -> ValueNet:
+    """The value net of an eager ``agent`` (its public ``spec``, ``config``, ``seed``),
+    initial weights ``init_value_weights(value_spec, agent.seed)``."""
+    vspec = value_spec(agent.spec, agent.config)
+    return ValueNet(vspec, agent.config,
+                    init_value_weights(vspec, agent.seed, dtype=agent.config.dtype))

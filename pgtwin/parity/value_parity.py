@@ -1,0 +1,154 @@
+"""The twin ladder's rows for the value baseline's network (``baseline='value'``).
+
+The same rungs as the policy's (``pgtwin.parity.twin_parity``), on the value net both twins
+build with their agent: variables (names, shapes, dtypes, values: exact), outputs (V on a
+fixed batch), loss, gradients (of the value loss), weights after ``fit_steps`` optimizer
+steps on that batch (Adam and SGD), and training: ``updates`` collect + update iterations
+of both twins in lockstep (fit ``after`` and ``before``), whose policy and value weights
+and metrics must agree. Tolerances are the policy ladder's (``RTOL``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pgtwin_core.config import DTYPES, ReinforceConfig
+from pgtwin_core.rollout import Batch, collect
+from pgtwin_core.specs import init_weights
+from pgtwin_core.returns import discounted_returns
+from pgtwin_core.value_path import ValueInputs
+
+from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
+from pgtwin.parity.twin_parity import RTOL, TwinPair, fixed_batch, get_policy_kind
+
+
+def value_config(dtype: str, optimizer: str = "adam", **changes) -> ReinforceConfig:
+    """A small value-baseline config with a time feature (horizon 200) and GPOMDP on."""
+    base = dict(dtype=dtype, optimizer=optimizer, num_envs=4, num_steps=32, learning_rate=1e-2,
+                baseline="value", value_learning_rate=1e-2, value_fit_steps=3,
+                value_horizon=200, gpomdp=True, entropy_coef=0.01)
+    return ReinforceConfig(**{**base, **changes})
+
+
+def run_value_ladder(policy_kind: str, dtype: str, *, seed: int = 0, fit_steps: int = 5,
+                     updates: int = 3) -> ParityReport:
+    """The value net's rungs for one policy kind and dtype (module doc); rows carry
+    ``context = "<kind>/<dtype>/value[/<optimizer or fit>]"``."""
+    kind = get_policy_kind(policy_kind)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    ctx = f"{kind.name}/{dtype}/value"
+    spec = kind.spec()
+    weights = init_weights(spec, seed, dtype=dtype)
+    report = ParityReport()
+    for optimizer in ("adam", "sgd"):
+        pair = TwinPair(spec, value_config(dtype, optimizer), weights)
+        try:
+            batch = fixed_batch(kind, spec, pair.graph.dist_params, seed)
+            fed = _fed(pair, batch)
+            if optimizer == "adam":
+                report.extend(compare_fixed(pair, fed, ctx))
+            report.extend(compare_fit(pair, fed, fit_steps, f"{ctx}/{optimizer}"))
+        finally:
+            pair.close()
+    for fit in ("after", "before"):
+        report.extend(compare_value_training(kind, spec, weights, dtype, seed, updates, fit,
+                                             f"{ctx}/{fit}"))
+    return report
+
+
+def _fed(pair: TwinPair, batch: Batch) -> ValueInputs:
+    config = pair.graph.config
+    g = discounted_returns(batch.rewards, batch.terminated, batch.truncated, config.gamma)
+    return ValueInputs(batch, config, pair.graph.spec, g)
+
+
+def compare_fixed(pair: TwinPair, fed: ValueInputs, ctx: str) -> ParityReport:
+    """Rungs 1-4 on the value net: variables (exact), V, the loss, its gradients."""
+    graph, eager = pair.graph.value_net, pair.eager.value_net
+    rtol = RTOL[pair.graph.config.dtype]
+    report = ParityReport()
+    g_w, e_w = graph.get_weights(), eager.get_weights()
+    if list(g_w) != list(e_w):
+        report.add(Row("variables", "value names", np.inf, np.inf, False,
+                       f"graph {list(g_w)} vs eager {list(e_w)}", ctx))
+    g_tf = {n: v.name.split(":")[0] for n, v in graph.variables.items()}
+    e_tf = {n: v.name.split(":")[0] for n, v in eager.variables_by_name.items()}
+    for name in g_w:
+        row = compare_arrays("variables", name, g_w[name], e_w.get(name, np.full(1, np.nan)),
+                             rtol=0.0, context=ctx)
+        if g_tf[name] != e_tf.get(name) or g_w[name].dtype != e_w[name].dtype:
+            row = Row("variables", name, row.max_abs, row.max_rel, False,
+                      f"graph {g_tf[name]} {g_w[name].dtype} vs eager {e_tf.get(name)} "
+                      f"{e_w[name].dtype}", ctx)
+        report.add(row)
+    report.add(compare_arrays("outputs", "value", graph.predict(fed.obs, fed.tau),
+                              eager.predict(fed.obs, fed.tau), rtol, context=ctx))
+    g_loss, g_grads = graph.loss_and_gradients(*fed.args())
+    e_loss, e_grads = eager.loss_and_gradients(*fed.args())
+    report.add(compare_arrays("loss", "value loss", g_loss, e_loss, rtol, context=ctx))
+    report.extend(ParityReport([compare_arrays("gradients", name, g_grads[name], e_grads[name],
+                                               rtol, context=ctx) for name in g_grads]))
+    return report
+
+
+def compare_fit(pair: TwinPair, fed: ValueInputs, steps: int, ctx: str) -> ParityReport:
+    """Rung 5 on the value net: ``steps`` guarded optimizer steps on one batch; the losses
+    along the way, then each variable."""
+    graph, eager = pair.graph.value_net, pair.eager.value_net
+    config = pair.graph.config
+    rtol = RTOL[config.dtype]
+    g_fit = [graph.fit_step(*fed.args()) for _ in range(steps)]
+    e_fit = [eager.fit_step(*fed.args()) for _ in range(steps)]
+    report = ParityReport()
+    g_loss, e_loss = np.array([f[0] for f in g_fit]), np.array([f[0] for f in e_fit])
+    report.add(compare_arrays("weights", f"value loss (steps 1-{steps})", g_loss, e_loss, rtol,
+                              context=ctx))
+    if [f[1] for f in g_fit] != [f[1] for f in e_fit] or not all(f[1] for f in g_fit):
+        report.add(Row("weights", "value applied", np.inf, np.inf, False,
+                       f"graph {[f[1] for f in g_fit]} vs eager {[f[1] for f in e_fit]}", ctx))
+    g_w, e_w = graph.get_weights(), eager.get_weights()
+    atol = rtol * steps * config.value_learning_rate
+    report.extend(ParityReport([compare_arrays("weights", name, g_w[name], e_w[name], rtol,
+                                               atol=atol, context=ctx) for name in g_w]))
+    return report
+
+
+def compare_value_training(kind, spec, weights, dtype: str, seed: int, updates: int, fit: str,
+                           ctx: str) -> ParityReport:
+    """Rung 6 with the value baseline: ``updates`` iterations, each twin collecting its own
+    batch with its own policy from the same seeds; metrics per update, then the policy's and
+    the value net's weights."""
+    config = value_config(dtype, value_fit=fit)
+    pair = TwinPair(spec, config, weights)
+    rtol = RTOL[dtype]
+    report = ParityReport()
+    try:
+        runs = {}
+        for name, agent in (("graph", pair.graph), ("eager", pair.eager)):
+            envs = kind.make_envs(config.num_envs, seed)
+            rng, state, metrics = np.random.default_rng(seed), None, []
+            try:
+                for _ in range(updates):
+                    batch, state = collect(envs, agent.rollout_policy(), spec, config.num_steps,
+                                           rng, state)
+                    metrics.append(agent.update(batch))
+            finally:
+                envs.close()
+            runs[name] = metrics
+        for key in ("loss", "grad_norm", "value_loss", "value_loss_after_fit"):
+            g = np.array([m[key] for m in runs["graph"]])
+            e = np.array([m[key] for m in runs["eager"]])
+            report.add(compare_arrays("training", f"metric {key} (updates 1-{updates})", g, e,
+                                      rtol, atol=rtol * float(np.max(np.abs(g))), context=ctx))
+        steps = updates * config.value_fit_steps
+        for g_w, e_w, lr, k in (
+                (pair.graph.get_weights(), pair.eager.get_weights(), config.learning_rate,
+                 updates),
+                (pair.graph.value_net.get_weights(), pair.eager.value_net.get_weights(),
+                 config.value_learning_rate, steps)):
+            report.extend(ParityReport([
+                compare_arrays("training", name, g_w[name], e_w[name], rtol,
+                               atol=rtol * k * lr, context=ctx) for name in g_w]))
+    finally:
+        pair.close()
+    return report
