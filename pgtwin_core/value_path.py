@@ -117,6 +117,12 @@ class ValueBaselinePath:
         after, _ = self.value_net.loss_and_gradients(*fed.args())
         return first, after, applied
 
+    def fit_on(self, batch: Batch) -> tuple[float, float, bool]:
+        """Fit the value net on ``batch`` alone (the policy untouched), as an update would:
+        ``(loss before, loss after, all steps applied)``. For measurements at a fixed policy
+        (``pgtwin.measure.baseline_variance``)."""
+        return self.fit(self._prepared(batch)[1])
+
     def inputs(self, batch: Batch) -> TrainInputs:
         """The policy's inputs on ``batch`` with the net as it stands (nothing fitted)."""
         g, fed = self._prepared(batch)

@@ -119,3 +119,14 @@ def test_console_entry_point_end_to_end():
     out = _strict_json(proc.stdout)
     assert out["ok"] is True and len(out["rows"]) == len(FIXED_RUNGS)
     assert "pgtwin parity: categorical_mlp float64: ok" in proc.stderr
+
+
+def test_value_flag_adds_the_value_nets_rows(reports, monkeypatch, capsys):
+    # The value ladder is real (categorical_mlp, float64); the policy ladder is served.
+    _serve(monkeypatch, reports["same"])
+    assert main(ONE + ["--value", "--json"]) == 0
+    rows = _strict_json(capsys.readouterr().out)["rows"]
+    value = [r for r in rows if r["policy"] == "categorical_mlp+value"]
+    assert [r["rung"] for r in value] == list(TWIN_RUNGS)
+    assert all(r["ok"] for r in value)
+    assert any("value/" in r["worst"] for r in value)

@@ -45,11 +45,31 @@ from pgtwin_core.specs import PolicySpec, init_weights, spec_for_env
 from pgtwin.twins import agent_class
 
 FAMILIES = {"none": "mean", "mean": "mean", "optimal_scalar": "mean",
+            "time_mean": "mean", "value_after": "mean", "value_before": "mean",
+            "gpomdp_none": "gpomdp_mean", "gpomdp_mean": "gpomdp_mean",
+            "gpomdp_time_mean": "gpomdp_mean", "gpomdp_value_after": "gpomdp_mean",
+            "gpomdp_value_before": "gpomdp_mean",
             "episodic_mean": "episodic_mean", "episodic_mean_memory": "episodic_mean",
             "optimal_scalar_episodic": "episodic_mean", "optimal_per_param": "episodic_mean",
             "optimal_time": "episodic_mean"}
-"""Each estimator's reference: the mean baseline of its own family."""
+"""Each estimator's reference: the mean baseline of its own family. Families: per step
+(reward-to-go, each step weighing 1), GPOMDP (``gpomdp_*``: step t weighing gamma^t) and
+episodic; a variance ratio compares estimates of one expectation only within a family."""
 ESTIMATORS = tuple(FAMILIES)
+
+
+def per_step_config(name: str, config: ReinforceConfig) -> ReinforceConfig | None:
+    """The agent config of a per-step or GPOMDP estimator ``name`` (``gpomdp_`` prefix,
+    ``value_after`` / ``value_before`` = ``baseline='value'`` with that ``value_fit``), or
+    None for the episodic ones."""
+    gpomdp = name.startswith("gpomdp_")
+    baseline = name.removeprefix("gpomdp_")
+    fit = {}
+    if baseline.startswith("value_"):
+        baseline, fit = "value", {"value_fit": baseline.removeprefix("value_")}
+    if baseline not in BASELINES or baseline in bl.EPISODIC:
+        return None
+    return config.replace(baseline=baseline, gpomdp=gpomdp, **fit)
 
 
 class _EpisodicMean:
@@ -95,8 +115,8 @@ def gradient_estimates(spec: PolicySpec, config: ReinforceConfig, weights: dict[
 
     The batches run in order; the episodic estimators carry their memory of
     ``config.baseline_memory`` from batch to batch (module doc), the policy fixed."""
-    per_step = [b for b in estimators if b in BASELINES and b not in bl.EPISODIC]
-    agents = {b: agent_class(impl)(spec, config.replace(baseline=b), weights=weights)
+    per_step = [b for b in estimators if per_step_config(b, config) is not None]
+    agents = {b: agent_class(impl)(spec, per_step_config(b, config), weights=weights)
               for b in per_step}
     scorer = agent_class(impl)(spec, config.replace(baseline="none"), weights=weights)
     method = bl.per_sample_method(scorer.spec.torso)
@@ -106,7 +126,14 @@ def gradient_estimates(spec: PolicySpec, config: ReinforceConfig, weights: dict[
     out: dict[str, list[np.ndarray]] = {b: [] for b in estimators}
     for batch in batches:
         for name in per_step:
-            out[name].append(-bl.flatten({n: g[None] for n, g in agents[name].gradients(batch).items()})[0])
+            agent = agents[name]
+            # A value baseline fitted before the estimate sees this batch; after, only the
+            # earlier ones (then it takes this one in, as an update would).
+            if agent.config.baseline == "value" and agent.config.value_fit == "before":
+                agent.update_path.fit_on(batch)
+            out[name].append(-bl.flatten({n: g[None] for n, g in agent.gradients(batch).items()})[0])
+            if agent.config.baseline == "value" and agent.config.value_fit == "after":
+                agent.update_path.fit_on(batch)
         if not set(estimators) - set(per_step):
             continue
         segs = bl.segments(batch, config.gamma)
@@ -160,12 +187,17 @@ class Row:
     """``||mean estimate||``: how large the gradient itself is, for scale."""
     versus: dict = None
     """``{reference: (ratio of traces, paired excess, its s.e.)}`` for ``REFERENCES``."""
+    efficiency: tuple[float, float] | None = None
+    """``(efficiency, bootstrap s.e.)`` against a reference gradient (:func:`efficiency`),
+    if one was measured."""
 
 
-def report(estimates: dict[str, np.ndarray], warmup: int = 0) -> list[Row]:
+def report(estimates: dict[str, np.ndarray], warmup: int = 0,
+           reference: np.ndarray | None = None) -> list[Row]:
     """The rows for ``estimates`` (each estimator against its family's mean baseline, and
     the episodic ones against every ``REFERENCES``), leaving out the first ``warmup``
-    batches."""
+    batches; with ``reference`` (``[R, P]`` estimates of the exact gradient,
+    :func:`reference_estimates`) each row's :func:`efficiency` too."""
     estimates = {name: x[warmup:] for name, x in estimates.items()}
     rows = []
     for name, x in estimates.items():
@@ -175,17 +207,100 @@ def report(estimates: dict[str, np.ndarray], warmup: int = 0) -> list[Row]:
         refs = REFERENCES if ref == "episodic_mean" else ("mean",)
         versus = {r: (trace[0] / trace_of_covariance(estimates[r])[0], *paired_excess(x, estimates[r]))
                   for r in refs if r in estimates}
+        eff = None if reference is None else efficiency(x, reference)
         rows.append(Row(name, *trace, excess, excess_se, float(np.linalg.norm(x.mean(axis=0))),
-                        versus))
+                        versus, eff))
     return rows
+
+
+def efficiency(x: np.ndarray, reference: np.ndarray, resamples: int = 200,
+               seed: int = 0) -> tuple[float, float]:
+    """``(eff, bootstrap s.e.)``: the fraction of the exact gradient's best one-step
+    improvement that a step along the estimate achieves.
+
+    For a step ``a g_hat`` on a smooth objective J with curvature L, the expected gain
+    ``a grad·E[g_hat] - (L/2) a^2 E||g_hat||^2`` is at most
+    ``(grad·E[g_hat])^2 / (2 L E||g_hat||^2)``; the exact gradient's best is
+    ``||grad||^2 / (2 L)``. Their ratio, in [0, 1], charges bias and variance alike and
+    does not depend on the estimate's scale, so it compares estimators of different
+    expectations (per step, GPOMDP, episodic)::
+
+        eff = (grad · mean_k x_k)^2 / (||grad||^2 mean_k ||x_k||^2)
+
+    ``grad · mean x`` from the reference's mean (independent batches: unbiased), ``||grad||^2``
+    by the pair statistic ``(||sum r||^2 - sum ||r||^2) / (R (R - 1))`` (unbiased; the mean's
+    own square would add tr Cov / R).
+
+    Args:
+      x: ``[n, P]`` the estimator's ascent estimates on n batches.
+      reference: ``[R, P]`` unbiased estimates of the exact gradient, on other batches.
+      resamples: bootstrap resamples of both (their rows) for the standard error.
+    """
+    def value(x, r):
+        total = r.sum(axis=0)
+        sq = (total @ total - np.sum(r * r)) / (r.shape[0] * (r.shape[0] - 1))
+        dot = (total / r.shape[0]) @ x.mean(axis=0)
+        return dot ** 2 / (sq * np.mean(np.sum(x * x, axis=1)))
+
+    rng = np.random.default_rng(seed)
+    boot = [value(x[rng.integers(0, len(x), len(x))],
+                  reference[rng.integers(0, len(reference), len(reference))])
+            for _ in range(resamples)]
+    return float(value(x, reference)), float(np.std(boot, ddof=1))
+
+
+def first_episodes(batch: Batch) -> Batch:
+    """``batch`` cut to each env's first episode: the steps after its end are marked
+    invalid (as autoreset steps), their rewards and flags cleared.
+
+    From envs reset at the batch's start with T at least the time limit, every env's first
+    episode is complete and drawn from the start distribution, so a GPOMDP estimate over
+    them is unbiased for the discounted objective's gradient. Raises ``ValueError`` if an
+    env's first episode does not end inside the batch."""
+    ended = (batch.terminated | batch.truncated) & batch.valid
+    if not ended.any(axis=0).all():
+        n = int(np.flatnonzero(~ended.any(axis=0))[0])
+        raise ValueError(f"env {n}'s first episode does not end within T={batch.num_steps} "
+                         "steps: give the reference batches at least the env's time limit")
+    first_end = np.argmax(ended, axis=0)                       # [N]
+    keep = np.arange(batch.num_steps)[:, None] <= first_end[None, :]
+    order = np.lexsort((np.arange(batch.num_envs), first_end))  # rollout order: t, then env
+    steps = None if batch.episode_steps is None else np.where(keep, batch.episode_steps, -1)
+    return Batch(obs=batch.obs, actions=batch.actions, rewards=np.where(keep, batch.rewards, 0.0),
+                 terminated=batch.terminated & keep, truncated=batch.truncated & keep,
+                 log_probs=batch.log_probs, valid=batch.valid & keep, next_obs=batch.next_obs,
+                 episode_returns=np.zeros(batch.num_envs),
+                 episode_lengths=(first_end + 1)[order].astype(np.int64), params=None,
+                 env_steps=batch.env_steps, episode_steps=steps)
+
+
+def reference_estimates(spec: PolicySpec, config: ReinforceConfig,
+                        weights: dict[str, np.ndarray], batches: list[Batch],
+                        impl: str = "graph") -> np.ndarray:
+    """``[R, P]``: unbiased estimates of the exact gradient of the discounted objective
+    ``J = E[sum_t gamma^t r_t]``, one per batch: GPOMDP with the per-time leave-one-out
+    mean over each env's first episode (:func:`first_episodes`), per episode
+    (``(1 / N) sum_e sum_t gamma^t g_t (G_t - b_t)``)."""
+    agent = agent_class(impl)(spec, config.replace(baseline="time_mean", gpomdp=True),
+                              weights=weights)
+    rows = []
+    for batch in batches:
+        cut = first_episodes(batch)
+        grads = agent.gradients(cut)  # of -sum_i w_i A_i log pi, w_i = 1 / num_valid
+        rows.append(-bl.flatten({n: g[None] for n, g in grads.items()})[0]
+                    * cut.num_valid / cut.num_envs)
+    agent.close()
+    return np.stack(rows)
 
 
 def to_markdown(rows: list[Row]) -> str:
     """A markdown table of ``rows``: ratio of traces and paired excess (± s.e.) against
     each of ``REFERENCES``."""
-    lines = ["| estimator | tr Cov | ± s.e. | " + " | ".join(f"vs `{r}`: ratio, excess ± s.e."
-                                                        for r in REFERENCES) + " |",
-             "|---|---|---|" + "---|" * len(REFERENCES)]
+    with_eff = any(r.efficiency is not None for r in rows)
+    lines = ["| estimator | tr Cov | ± s.e. | vs its family's mean: ratio, excess ± s.e. | "
+             + " | ".join(f"vs `{r}`: ratio, excess ± s.e." for r in REFERENCES)
+             + (" | efficiency ± s.e. |" if with_eff else " |"),
+             "|---|---|---|---|" + "---|" * (len(REFERENCES) + with_eff)]
     for r in rows:
         cells = []
         for ref in REFERENCES:
@@ -194,7 +309,13 @@ def to_markdown(rows: list[Row]) -> str:
             else:
                 ratio, excess, se = r.versus[ref]
                 cells.append(f"{ratio:.3f}, {excess:+.3g} ± {se:.2g}")
-        lines.append(f"| {r.estimator} | {r.trace:.4g} | {r.trace_se:.2g} | " + " | ".join(cells) + " |")
+        family = FAMILIES[r.estimator]
+        own = ("—" if family == r.estimator or np.isnan(r.excess) else
+               f"{r.trace / (r.trace - r.excess):.3f}, {r.excess:+.3g} ± {r.excess_se:.2g}")
+        eff = (f" | {r.efficiency[0]:.3f} ± {r.efficiency[1]:.3f}" if with_eff and r.efficiency
+               else (" | —" if with_eff else ""))
+        lines.append(f"| {r.estimator} | {r.trace:.4g} | {r.trace_se:.2g} | {own} | "
+                     + " | ".join(cells) + eff + " |")
     return "\n".join(lines)
 
 
@@ -216,20 +337,43 @@ def independent_batches(env_id: str, spec: PolicySpec, policy_fn, num_batches: i
 
 def measure(env_id: str, num_batches: int, num_envs: int, num_steps: int, gamma: float = 0.99,
             hidden: tuple[int, ...] = (64, 64), seed: int = 0, impl: str = "graph",
-            memory: float = ReinforceConfig.baseline_memory, warmup: int = 20) -> list[Row]:
-    """The report for ``env_id`` under its initial policy (``init_weights(spec, seed, dtype=...)``):
-    ``num_batches`` batches, the first ``warmup`` of them only filling the memories."""
+            memory: float = ReinforceConfig.baseline_memory, warmup: int = 20,
+            estimators: tuple[str, ...] = ESTIMATORS, weights: dict[str, np.ndarray] | None = None,
+            reference_batches: int = 0, reference_steps: int | None = None,
+            value: dict | None = None) -> list[Row]:
+    """The report for ``env_id`` under a fixed policy: ``weights`` (e.g. a run's
+    ``weights.npz``), else the initial one (``init_weights(spec, seed, dtype=...)``);
+    ``num_batches`` batches, the first ``warmup`` of them only filling the memories and
+    fitting the value nets. ``reference_batches`` > 0: that many more batches of
+    ``reference_steps`` (default: the env's time limit) give the reference gradient of
+    every row's efficiency. ``value``: ``ReinforceConfig`` fields of the value baseline
+    (``value_fit_steps``, ``value_learning_rate`` ...); its ``value_horizon`` is the env's
+    time limit."""
+    from pgtwin.train.settings import max_episode_steps
+
     envs = make_vec_env(env_id, 1, seed=seed)
     spec = spec_for_env(envs, hidden=hidden)
     envs.close()
+    limit = max_episode_steps(env_id) or 0
     config = ReinforceConfig(gamma=gamma, normalize_returns=False, num_envs=num_envs,
-                             num_steps=num_steps, baseline_memory=memory)
-    weights = init_weights(spec, seed, dtype=config.dtype)
+                             num_steps=num_steps, baseline_memory=memory,
+                             **{"value_horizon": limit, **(value or {})})
+    weights = init_weights(spec, seed, dtype=config.dtype) if weights is None else weights
     policy = agent_class(impl)(spec, config, weights=weights)
     batches = independent_batches(env_id, spec, policy.dist_params, num_batches, num_envs,
                                   num_steps, seed)
+    reference = None
+    if reference_batches:
+        steps = reference_steps or limit
+        if not steps:
+            raise ValueError(f"{env_id} has no time limit: give reference_steps")
+        reference = reference_estimates(
+            spec, config, weights,
+            independent_batches(env_id, spec, policy.dist_params, reference_batches, num_envs,
+                                steps, seed + 10 ** 6), impl)
     policy.close()
-    return report(gradient_estimates(spec, config, weights, batches, impl), warmup)
+    return report(gradient_estimates(spec, config, weights, batches, impl, estimators), warmup,
+                  reference)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,19 +386,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gamma", type=float, default=0.99)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--impl", choices=("graph", "eager"), default="graph")
+    parser.add_argument("--hidden", default="64,64", help="the policy's hidden sizes")
     parser.add_argument("--memory", type=float, default=ReinforceConfig.baseline_memory,
                         help="ReinforceConfig.baseline_memory of the episodic estimators")
     parser.add_argument("--warmup", type=int, default=20,
-                        help="first batches that only fill the memories (not in the statistics)")
+                        help="first batches that only fill the memories and fit the value "
+                             "nets (not in the statistics)")
+    parser.add_argument("--estimators", default=",".join(ESTIMATORS),
+                        help=f"comma-separated, of {', '.join(ESTIMATORS)}")
+    parser.add_argument("--weights", default=None,
+                        help="an .npz of policy weights (a run's weights.npz); default the "
+                             "initial policy")
+    parser.add_argument("--reference-batches", type=int, default=0,
+                        help="batches of the reference gradient for the efficiency column "
+                             "(0: none)")
+    parser.add_argument("--reference-steps", type=int, default=None,
+                        help="T of the reference batches (default the env's time limit)")
+    parser.add_argument("--value-fit-steps", type=int, default=ReinforceConfig.value_fit_steps)
+    parser.add_argument("--value-lr", type=float, default=ReinforceConfig.value_learning_rate)
     args = parser.parse_args(argv)
     if not 0 <= args.warmup <= args.batches - 2:
         parser.error(f"--warmup {args.warmup} must be in [0, --batches - 2 = {args.batches - 2}]")
+    estimators = tuple(e for e in args.estimators.split(",") if e)
+    unknown = [e for e in estimators if e not in FAMILIES]
+    if unknown:
+        parser.error(f"--estimators: unknown {unknown}; choose from {', '.join(ESTIMATORS)}")
+    hidden = tuple(int(h) for h in args.hidden.split(","))
+    # weights.npz keys spell the scopes with "__" (policy__dense_0__kernel).
+    weights = (None if args.weights is None else
+               {k.replace("__", "/"): v for k, v in np.load(args.weights).items()})
     start = time.perf_counter()
     rows = measure(args.env, args.batches, args.num_envs, args.num_steps, args.gamma,
-                   seed=args.seed, impl=args.impl, memory=args.memory, warmup=args.warmup)
+                   hidden=hidden, seed=args.seed, impl=args.impl, memory=args.memory,
+                   warmup=args.warmup, estimators=estimators, weights=weights,
+                   reference_batches=args.reference_batches,
+                   reference_steps=args.reference_steps,
+                   value={"value_fit_steps": args.value_fit_steps,
+                          "value_learning_rate": args.value_lr})
     print(f"{args.env}: {args.batches} batches of N={args.num_envs} x T={args.num_steps} "
           f"({args.warmup} warm-up left out), gamma={args.gamma}, baseline_memory="
-          f"{args.memory}, initial policy (seed {args.seed}), {args.impl} twin, "
+          f"{args.memory}, policy {args.weights or f'initial (seed {args.seed})'}, "
+          f"{args.impl} twin, reference {args.reference_batches} batches, "
           f"{time.perf_counter() - start:.0f} s\n")
     print(to_markdown(rows))
     return 0

@@ -28,6 +28,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="run this policy kind only (repeatable; default: all of "
                         "categorical_mlp, gaussian_tanh_mlp, gaussian_sigmoid_mlp, gaussian_lstm)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights, envs and sampling")
+    p.add_argument("--value", action="store_true",
+                   help="also compare the value baseline's network (baseline='value': its "
+                        "variables, V, loss, gradients, fit steps, 3 training updates), as "
+                        "policy KIND+value")
     p.add_argument("--skip-training", action="store_true",
                    help="leave out rung 6 (the 20-update training runs), the slow one")
     p.set_defaults(run=run)
@@ -41,6 +45,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import_tensorflow()  # before pgtwin.parity.ladder imports it, so its start-up lines are filtered
     from pgtwin.parity.ladder import TWIN_RUNGS
     from pgtwin.parity.twin_parity import POLICY_KINDS, run_ladder, rung_summary
+    from pgtwin.parity.value_parity import run_value_ladder
 
     kinds = args.policy or list(POLICY_KINDS)
     unknown = [k for k in kinds if k not in POLICY_KINDS]
@@ -58,6 +63,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             summaries.append(f"{kind}/{dtype}: {report.summary()}")
             print(f"pgtwin parity: {kind} {dtype}: {'ok' if report.ok else 'FAILED'} "
                   f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
+            if args.value:
+                start = time.perf_counter()
+                report = run_value_ladder(kind, dtype, seed=args.seed)
+                rows += rung_summary(report, f"{kind}+value", dtype)
+                summaries.append(f"{kind}+value/{dtype}: {report.summary()}")
+                print(f"pgtwin parity: {kind}+value {dtype}: "
+                      f"{'ok' if report.ok else 'FAILED'} ({time.perf_counter() - start:.1f} s)",
+                      file=sys.stderr)
     ok = all(r["ok"] for r in rows)
     if args.json:
         print(json.dumps({"ok": ok, "rows": rows}))
