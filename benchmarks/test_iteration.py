@@ -1,10 +1,13 @@
 """Group 5, a whole iteration, reported as env-steps per second: CartPole-v1, N = 64, T = 32.
 
 ``rollout``: ``pgtwin_core.rollout.collect`` of T x N env steps (policy calls, numpy sampling,
-the vector env, bookkeeping). ``iteration``: that rollout plus ``agent.update`` on it, as
-``pgtwin_core.loop.iterate_training`` runs them. Each round continues the previous rollout (the
-envs are not reset between rounds), as training does. ``extra_info['env_steps']`` is T x N, so
-env-steps/s = env_steps / time.
+the vector env, bookkeeping), timed as a training run pays it: each timed collect follows an
+untimed ``agent.update`` on the previous batch, and the policy is ``agent.rollout_policy()``
+fetched anew, as ``pgtwin_core.loop.iterate_training`` does (docs/benchmarks.md section 5:
+what an update leaves behind changes the next rollout's cost). ``iteration``: that rollout
+plus ``agent.update`` on it, both timed. Each round continues the previous rollout (the
+envs are not reset between rounds), as training does. ``extra_info['env_steps']`` is T x N,
+so env-steps/s = env_steps / time.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from pgtwin.parity.twin_parity import POLICY_KINDS
 
 KIND = "categorical_mlp"
 ENV_ID, NUM_ENVS, NUM_STEPS = POLICY_KINDS[KIND].env_id, 64, 32
+ROLLOUT_ROUNDS = 60
+"""Timed collects of the rollout group (each after its untimed update): ~0.2-1 s per variant."""
 
 
 def rollout_policy(agent, variant: str):
@@ -33,19 +38,31 @@ def test_iteration(benchmark, variant, with_update):
     envs = make_vec_env(ENV_ID, NUM_ENVS, seed=0)
     agent = agent_for(variant, KIND)
     rng = np.random.default_rng(0)
-    carry = {"state": None}
+    carry = {"state": None, "batch": None}
+
+    def rollout():
+        carry["batch"], carry["state"] = collect(envs, rollout_policy(agent, variant), agent.spec,
+                                                 NUM_STEPS, rng, carry["state"])
+        return carry["batch"]
 
     def iteration():
-        batch, carry["state"] = collect(envs, rollout_policy(agent, variant), agent.spec,
-                                        NUM_STEPS, rng, carry["state"])
-        return agent.update(batch) if with_update else batch
+        return agent.update(rollout())
+
+    def update_before():  # the untimed half of a training iteration
+        agent.update(carry["batch"])
 
     what = "iteration (collect + update)" if with_update else "rollout (collect)"
     benchmark.group = f"{what}: {ENV_ID}, N={NUM_ENVS}, T={NUM_STEPS}"
     label(benchmark, variant, env_steps=NUM_ENVS * NUM_STEPS)
     with eager_mode(variant):
-        iteration()  # warm-up: resets the envs, traces the update
-        result = benchmark(iteration)
+        iteration()  # warm-up: resets the envs, traces and compiles the update and the policy
+        if with_update:
+            result = benchmark(iteration)
+        else:
+            result = benchmark.pedantic(rollout, setup=update_before, rounds=ROLLOUT_ROUNDS,
+                                        warmup_rounds=1)
     if with_update:
         assert result["applied"], result
+    else:
+        assert result.actions.shape == (NUM_STEPS, NUM_ENVS)
     envs.close()

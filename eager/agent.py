@@ -28,7 +28,7 @@ from eager import network
 from eager.checkpoint_layout import saved_layout, saved_memory
 from eager.optimizers import make_optimizer
 from eager.per_sample import PerSampleGradients
-from eager.policy_call import policy_callable
+from eager.policy_call import policy_callable, rollout_compiled
 from eager.tracing import batch_signatures, traced
 from eager.update_paths import update_path
 from eager.weighted_loss import WeightedLoss
@@ -75,8 +75,15 @@ class ReinforceAgent:
         s = batch_signatures(self.spec, self.config.dtype)
         self._dist_params_fn = traced(self._params, input_signature=[s["obs"]])
         self._log_prob_fn = traced(self._log_prob, input_signature=[s["obs"], s["actions"]])
-        # The numpy path of the same single trace, for the once-per-env-step rollout calls.
+        # The numpy path of the same single trace (dist_params).
         self._dist_params_call = policy_callable(self._dist_params_fn)
+        # The rollout's once-per-env-step calls: the same forward pass XLA-compiled, where
+        # rollout_compiled says so (eager/policy_call.py), else the plain trace.
+        self._rollout_params_fn = (traced(self._params, input_signature=[s["obs"]],
+                                          jit_compile=True)
+                                   if rollout_compiled(self.spec, self.config) else None)
+        self._rollout_call = (self._dist_params_call if self._rollout_params_fn is None
+                              else policy_callable(self._rollout_params_fn, executor=""))
 
     def _update_path(self):
         """The update path of ``self.config`` (``eager/update_paths.py``)."""
@@ -85,6 +92,8 @@ class ReinforceAgent:
     def trace_counts(self) -> dict[str, int]:
         """How often each ``tf.function`` has been traced (1 after warm-up, never more)."""
         fns = {"dist_params": self._dist_params_fn, "log_prob": self._log_prob_fn}
+        if self._rollout_params_fn is not None:
+            fns["rollout_params"] = self._rollout_params_fn
         counts = {k: f.experimental_get_tracing_count() for k, f in fns.items()}
         return {**counts, **self.weighted_loss.trace_counts()}
 
@@ -102,10 +111,18 @@ class ReinforceAgent:
     def rollout_policy(self):
         """The ``policy_fn`` for ``pgtwin_core.rollout.collect`` before the next update.
 
-        With ``update_path='recompute'`` this is :meth:`dist_params`; with ``'cached'`` it is a
-        fresh ``eager.cached.RolloutRecording`` that the next update differentiates.
+        With ``update_path='recompute'`` this is :meth:`rollout_params`; with ``'cached'`` it
+        is a fresh ``eager.cached.RolloutRecording`` that the next update differentiates. A
+        path that rolls out with :meth:`dist_params` gets :meth:`rollout_params` instead.
         """
-        return self.update_path.rollout_policy()
+        policy = self.update_path.rollout_policy()
+        return self.rollout_params if policy == self.dist_params else policy
+
+    def rollout_params(self, obs: np.ndarray) -> np.ndarray:
+        """:meth:`dist_params` as a rollout calls it, once per env step on ``[N, *obs_shape]``:
+        XLA-compiled where ``eager.policy_call.rollout_compiled`` says so (equal to
+        ``dist_params`` within a few ulps), else the same call."""
+        return self._rollout_call(policy_inputs.as_obs(self.spec, obs, dtype=self.config.dtype))
 
     def log_prob(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """log pi(a|s) ``[B]`` in ``config.dtype``."""

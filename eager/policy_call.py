@@ -14,15 +14,24 @@ caller's thread instead of being handed one by one to the inter-op pool: the sam
 legacy twin makes with ``RunOptions(inter_op_thread_pool=-1)`` (``legacy_graph/policy_call.py``).
 The update keeps the default executor: its guarded apply is a ``tf.cond``, which the
 single-threaded executor does not run.
+
+The rollout's policy is the same forward pass XLA-compiled (``rollout_compiled``): a
+``jit_compile`` function is run as one compiled op, without the function runtime's
+per-call set-up (executor, call frame, rendezvous), which on this machine is most of a
+non-compiled call's cost, whatever the ops (docs/benchmarks.md section 5 measures it).
 """
 from __future__ import annotations
 
 import copy
 import itertools
+import threading
 from typing import Callable
 
 import numpy as np
 import tensorflow as tf
+
+from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.specs import PolicySpec
 
 # Executor that runs a function's ops one after another in the calling thread; it supports
 # every op but control flow (Switch/Merge), which the policy's forward pass does not use.
@@ -47,12 +56,13 @@ def direct_callable(fn: tf.types.experimental.PolymorphicFunction, executor: str
     """
     concrete = fn.get_concrete_function()
     direct = _direct_call(concrete, executor)
+    tensor = _eager_tensor()
 
     def call(*arrays: np.ndarray) -> list[tf.Tensor]:
         if tf.config.functions_run_eagerly():
             return tf.nest.flatten(fn(*arrays))
         if direct is not None:
-            return direct(*arrays)
+            return direct([tensor(a) for a in arrays])
         # The public path, for a TensorFlow without the pieces ``_direct_call`` uses.
         with tf.experimental.function_executor_type(executor or None):
             return tf.nest.flatten(concrete(*map(tf.constant, arrays)))
@@ -61,19 +71,114 @@ def direct_callable(fn: tf.types.experimental.PolymorphicFunction, executor: str
 
 
 def policy_callable(fn: tf.types.experimental.PolymorphicFunction,
-                    ) -> Callable[[np.ndarray], np.ndarray]:
-    """``call(obs) -> params``, numpy in and out, on the single-threaded executor.
+                    executor: str = SINGLE_THREADED) -> Callable[[np.ndarray], np.ndarray]:
+    """``call(obs) -> params``, numpy in and out, on ``executor`` (see ``direct_callable``).
 
     ``fn`` maps observations ``[B, *obs_shape]`` to one tensor; ``obs`` must already have the
-    signature's dtype and shape (see ``pgtwin_core.policy_inputs.as_obs``).
+    signature's dtype and shape (see ``pgtwin_core.policy_inputs.as_obs``). An XLA-compiled
+    ``fn`` runs as one op, so its executor does not matter; pass ``""``.
+
+    The observations reach TensorFlow through an :class:`InputSlots` tensor: copied into
+    memory a tensor already shares, instead of a tensor made per call (which, inside a
+    rollout, cost more than the XLA-compiled call itself: docs/benchmarks.md section 5).
+    The returned array never shares memory with that slot (it is copied if it would).
     """
-    call = direct_callable(fn, SINGLE_THREADED)
-    return lambda obs: call(obs)[0].numpy()
+    public = direct_callable(fn, executor)
+    direct = _direct_call(fn.get_concrete_function(), executor)
+    slots = InputSlots()
+
+    def call(obs: np.ndarray) -> np.ndarray:
+        slot = None if direct is None or tf.config.functions_run_eagerly() else slots.get(obs)
+        if slot is None:
+            return public(obs)[0].numpy()
+        buffer, tensor = slot
+        np.copyto(buffer, obs)
+        out = direct([tensor])[0].numpy()
+        return out.copy() if np.may_share_memory(out, buffer) else out
+    call.concrete = public.concrete
+    return call
 
 
-def _direct_call(concrete, executor: str) -> Callable[..., list[tf.Tensor]] | None:
-    """Call ``concrete``'s traced function as ``context.call_function`` does, or None if this
-    TensorFlow lacks the pieces (then the caller uses the public, slower path)."""
+class InputSlots(threading.local):
+    """Per thread and per input shape and dtype: a numpy buffer and an EagerTensor over its
+    memory, so that writing the buffer sets the tensor (one copy, no tensor made per call).
+
+    TensorFlow makes an EagerTensor share a numpy array's memory (no copy) when the array is
+    C-contiguous and aligned to ``ALIGN`` bytes; the buffer is allocated so. Each slot is
+    checked when made: where the tensor turns out to hold a copy (another TensorFlow),
+    :meth:`get` returns None and the caller makes a tensor per call. Per thread, because a
+    slot holds one input at a time (``pgtwin_core.parallel_rollout`` calls one policy from
+    several threads at once). Callers must finish with a slot's tensor (the call returned
+    and its output was read) before they write the buffer again; the eager call here is
+    synchronous, so every call does.
+    """
+
+    ALIGN = 64
+    """Bytes: TensorFlow's CPU tensor alignment (``Allocator::kAllocatorAlignment``)."""
+    MAX_SLOTS = 8
+    """Shapes kept per thread; past that the slots are dropped and made again as needed."""
+
+    def __init__(self):
+        super().__init__()
+        self._slots: dict[tuple, tuple[np.ndarray, tf.Tensor] | None] = {}
+
+    def get(self, like: np.ndarray) -> tuple[np.ndarray, tf.Tensor] | None:
+        """``(buffer, tensor)`` of ``like``'s shape and dtype, or None (no shared memory)."""
+        key = (like.shape, like.dtype)
+        try:
+            return self._slots[key]
+        except KeyError:
+            if len(self._slots) >= self.MAX_SLOTS:
+                self._slots.clear()
+            slot = self._slots[key] = self._make(like.shape, like.dtype)
+            return slot
+
+    @classmethod
+    def _make(cls, shape: tuple[int, ...], dtype: np.dtype):
+        size = int(np.prod(shape)) * dtype.itemsize
+        raw = np.empty(size + cls.ALIGN, np.uint8)
+        start = -raw.ctypes.data % cls.ALIGN
+        buffer = raw[start:start + size].view(dtype).reshape(shape)
+        buffer.fill(0)
+        tensor = _eager_tensor()(buffer)
+        if buffer.size == 0:
+            return None
+        buffer.flat[0] = 1  # visible through the tensor only if it shares the memory
+        return (buffer, tensor) if tensor.numpy().flat[0] == 1 else None
+
+
+def _eager_tensor() -> Callable[[np.ndarray], tf.Tensor]:
+    """``array -> EagerTensor`` of the array's dtype (no cast: an array of another dtype than
+    a signature's is refused by the call), on the current device: what ``tf.constant`` ends
+    in, without its Python layers; ``tf.constant`` on a TensorFlow without them."""
+    try:
+        from tensorflow.python.eager import context
+        from tensorflow.python.framework import ops
+        ctx = context.context()
+        ctx.ensure_initialized()
+        tensor = ops.EagerTensor
+    except (ImportError, AttributeError):
+        return tf.constant
+    return lambda array: tensor(array, ctx.device_name)
+
+
+def rollout_compiled(spec: PolicySpec, config: ReinforceConfig) -> bool:
+    """Whether the rollout calls an XLA-compiled forward pass (``config.jit_compile``, MLP).
+
+    XLA compiles once per batch shape, and a rollout has one (``[N, *obs_shape]``), so the
+    compile is paid once per run: ~0.05-0.1 s for an MLP. The unrolled LSTM's took ~0.8 s
+    per shape here, more than a short run wins back, so it keeps the plain trace. The
+    compiled forward pass is not bit-identical to the plain one (XLA fuses and orders the
+    arithmetic its own way: within a few ulps, docs/benchmarks.md section 5); the agents'
+    ``dist_params`` keeps the plain trace, the one the parity ladder compares exactly.
+    """
+    return config.jit_compile and spec.torso != "lstm"
+
+
+def _direct_call(concrete, executor: str) -> Callable[[list[tf.Tensor]], list[tf.Tensor]] | None:
+    """``run(tensors)``: ``concrete``'s traced function on its inputs (in signature order),
+    called as ``context.call_function`` does; or None if this TensorFlow lacks the pieces
+    (then the caller uses the public, slower path)."""
     try:
         from tensorflow.python.eager import context, execute
         name = concrete._inference_function.name  # noqa: SLF001
@@ -87,6 +192,4 @@ def _direct_call(concrete, executor: str) -> Callable[..., list[tf.Tensor]] | No
         run = execute.execute
     except (ImportError, AttributeError):
         return None
-
-    return lambda *arrays: run(name, num_outputs, [*map(tf.constant, arrays), *captured],
-                               attrs, ctx)
+    return lambda tensors: run(name, num_outputs, tensors + captured, attrs, ctx)

@@ -6,6 +6,8 @@ calls are checked through side effects a wrong implementation would miss.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -141,3 +143,99 @@ def test_graph_public_fallback_gives_the_same_outputs(monkeypatch):
     assert session.run(counter) == 1.0
     np.testing.assert_allclose(graph_call.policy_callable(session, y, x)(X), EXPECTED, rtol=1e-6)
     session.close()
+
+
+# ------------------------------------------------- the eager policy's input slots
+class EagerIdentity(tf.Module):
+    """A policy whose output could be its input's memory (the worst case for slots)."""
+
+    def __init__(self):
+        super().__init__()
+        self.policy = tf.function(tf.identity, input_signature=[tf.TensorSpec([None, 3])],
+                                  autograph=False)
+
+
+def test_eager_policy_results_stay_put_when_the_slot_is_written_again():
+    linear = eager_call.policy_callable(EagerLinear().policy)
+    first = linear(X)
+    second = linear(2.0 * X)  # (2x) @ W + b = 2 (x @ W + b) - b
+    np.testing.assert_allclose(first, EXPECTED, rtol=1e-6)
+    np.testing.assert_allclose(second, 2.0 * EXPECTED - B, rtol=1e-6)
+    identity = eager_call.policy_callable(EagerIdentity().policy)
+    kept = identity(X)
+    identity(np.zeros_like(X))
+    np.testing.assert_array_equal(kept, X)  # a copy, not a view of the slot
+
+
+def test_input_slot_tensor_shares_the_buffer_memory():
+    slot = eager_call.InputSlots().get(X)
+    assert slot is not None  # this TensorFlow shares aligned numpy memory
+    buffer, tensor = slot
+    assert buffer.ctypes.data % eager_call.InputSlots.ALIGN == 0
+    assert buffer.shape == X.shape and buffer.dtype == X.dtype
+    np.copyto(buffer, X)
+    np.testing.assert_array_equal(tensor.numpy(), X)
+
+
+def test_eager_policy_without_shared_memory_makes_a_tensor_per_call(monkeypatch):
+    # Another TensorFlow might copy the buffer: the slot is refused and each call converts.
+    monkeypatch.setattr(eager_call.InputSlots, "_make", classmethod(lambda cls, shape, dtype: None))
+    call = eager_call.policy_callable(EagerLinear().policy)
+    np.testing.assert_allclose(call(X), EXPECTED, rtol=1e-6)
+    np.testing.assert_allclose(call(-X), -EXPECTED + 2 * B, rtol=1e-6)  # -(xW) + b
+
+
+def test_eager_policy_called_from_threads_at_once_keeps_each_threads_input():
+    # pgtwin_core.parallel_rollout calls one policy from several threads: a slot per thread.
+    call = eager_call.policy_callable(EagerLinear().policy)
+    errors = []
+
+    def worker(scale: float):
+        for _ in range(200):
+            out = call(scale * X)
+            if not np.allclose(out, scale * EXPECTED + (1 - scale) * B, rtol=1e-5):
+                errors.append((scale, out))
+    threads = [threading.Thread(target=worker, args=(s,)) for s in (1.0, -3.0, 0.5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:1]
+
+
+# ------------------------------------------------- the eager twin's rollout policy
+def numpy_mlp_params(spec, weights: dict[str, np.ndarray], obs: np.ndarray) -> np.ndarray:
+    """The categorical MLP's logits in float64 numpy: tanh(x W_i + b_i) per hidden layer,
+    then x W_head + b_head (the oracle for the compiled forward pass)."""
+    x = obs.astype(np.float64)
+    for i in range(len(spec.hidden)):
+        x = np.tanh(x @ weights[f"policy/dense_{i}/kernel"] + weights[f"policy/dense_{i}/bias"])
+    return x @ weights["policy/head/kernel"] + weights["policy/head/bias"]
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float32", 1e-5), ("float64", 1e-12)])
+def test_eager_rollout_policy_is_the_compiled_forward_pass(dtype, rtol):
+    from eager.agent import ReinforceAgent
+    from pgtwin.parity.twin_parity import POLICY_KINDS
+    from pgtwin_core.config import ReinforceConfig
+    from pgtwin_core.specs import init_weights
+
+    spec = POLICY_KINDS["categorical_mlp"].spec()
+    weights = init_weights(spec, 0, dtype=dtype)
+    obs = np.random.default_rng(1).standard_normal((64, *spec.obs_shape)).astype(dtype)
+    agent = ReinforceAgent(spec, ReinforceConfig(dtype=dtype), weights=weights)
+    plain = ReinforceAgent(spec, ReinforceConfig(dtype=dtype, jit_compile=False), weights=weights)
+    try:
+        policy = agent.rollout_policy()
+        assert policy == agent.rollout_params  # the recompute path's dist_params, swapped
+        expected = numpy_mlp_params(spec, {k: v.astype(np.float64) for k, v in weights.items()}, obs)
+        for _ in range(3):  # the slot is reused: every call reads this call's obs
+            np.testing.assert_allclose(policy(obs), expected, rtol=rtol, atol=rtol)
+            np.testing.assert_allclose(policy(obs[::-1]), expected[::-1], rtol=rtol, atol=rtol)
+        assert agent.trace_counts()["rollout_params"] == 1
+        # Without XLA the rollout calls dist_params' own trace: bit for bit the same.
+        assert "rollout_params" not in plain.trace_counts()
+        np.testing.assert_array_equal(plain.rollout_policy()(obs), plain.dist_params(obs))
+    finally:
+        agent.close()
+        plain.close()
