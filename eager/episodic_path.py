@@ -84,6 +84,9 @@ class _Computation:
                scalar, scalar, scalar, tf.TensorSpec([], tf.int32)]
         self.estimate_fn = tf.function(self._estimate, autograph=False,
                                        jit_compile=config.jit_compile)
+        # The optimizer step XLA-compiled too (it fuses Keras Adam's small ops); the memory's
+        # assignment stays outside XLA (optimal_time's sums change their number of rows).
+        self.apply_fn = tf.function(self._apply, autograph=False, jit_compile=config.jit_compile)
         self.train_fn = tf.function(self._train, input_signature=sig, autograph=False)
         self.grads_fn = tf.function(self._grads, input_signature=sig, autograph=False)
         calls = {}
@@ -148,13 +151,16 @@ class _Computation:
 
     def _train(self, *args):
         loss, grads, entropy, baseline, new, finite = self.estimate_fn(*args, *self._memory_args())
-        applied = guarded_apply(self.optimizer, self.variables, grads, loss,
-                                self.config.max_grad_norm)
+        applied = self.apply_fn(grads, loss)
         if self.config.baseline_memory > 0:  # decay 0 keeps nothing: the memory stays empty
             new = MemoryTensors(*new[:4], horizon=new[4] if len(new) > 4 else None)
             tf.cond(tf.logical_and(applied, finite),
                     lambda: self._assigned(new), lambda: tf.constant(False))
         return loss, tf.linalg.global_norm(grads), entropy, applied, baseline
+
+    def _apply(self, grads, loss):
+        return guarded_apply(self.optimizer, self.variables, grads, loss,
+                             self.config.max_grad_norm)
 
     def _assigned(self, new: MemoryTensors) -> tf.Tensor:
         with tf.control_dependencies([self.memory_vars.assign(new)]):

@@ -78,9 +78,12 @@ class EpisodicResult:
 
 
 def _others(x: tf.Tensor) -> tf.Tensor:
-    """``out[e] = sum_{e' != e} x[e']`` over axis 0, by prefix and suffix sums (as
-    ``leave_one_out.others``: no cancellation)."""
-    return tf.cumsum(x, axis=0, exclusive=True) + tf.cumsum(x, axis=0, exclusive=True, reverse=True)
+    """``out[e] = sum_{e' != e} x[e']`` over axis 0, as the total less x[e] (the numpy
+    reference's prefix and suffix sums, ``leave_one_out.others``, cost E times the work in
+    XLA, whose ``cumsum`` is a reduce window over all E terms). An element only episode e
+    touches still gives exactly 0 for e (the total is then x[e] itself); the rounding of the
+    total is what the twins' 1e-10 agreement with the reference allows for."""
+    return tf.reduce_sum(x, axis=0, keepdims=True) - x
 
 
 def _ratio_or(num: tf.Tensor, den: tf.Tensor, fallback: tf.Tensor) -> tf.Tensor:
@@ -134,21 +137,6 @@ def episode_scores(spec: PolicySpec, traced: LayerDeltas, ep: EpisodeTensors) ->
             chunk = tf.matmul(a, d, transpose_a=True)  # [K, in, out], one batched matmul
         scores.append(tf.math.unsorted_segment_sum(chunk, ep.chunk_episode, num_segments))
     return scores
-
-
-def time_scores(spec: PolicySpec, traced: LayerDeltas, ep: EpisodeTensors) -> list[tf.Tensor]:
-    """``[E_b, H, *shape]`` per weight: ``psi_el = sum_{k<=l} g_ek``, frozen after the
-    episode's end (the grid of ``optimal_time``: one row per episode)."""
-    out = []
-    for a, d in _per_step_pieces(spec, traced, ep.mask):
-        if a is None:
-            step = tf.reduce_sum(d, axis=list(range(2, d.shape.rank - 1)))
-        elif a.shape.rank == 4:
-            step = tf.einsum("kcwi,kcwo->kcio", a, d)
-        else:
-            step = tf.einsum("kci,kco->kcio", a, d)
-        out.append(tf.cumsum(step, axis=1))
-    return out
 
 
 def _split(x: tf.Tensor, spec: PolicySpec, lead: int) -> list[tf.Tensor]:
@@ -227,8 +215,23 @@ def _padded_memory(memory: MemoryTensors, horizon: tf.Tensor) -> MemoryTensors:
                          count=memory.count, horizon=memory.horizon)
 
 
+def _step_score(a: tf.Tensor | None, d: tf.Tensor) -> tf.Tensor:
+    """``[E, *shape]``: one step's score of every episode from its slices ``a [E, (W,) in]``
+    and ``d [E, (W,) out]`` (a bias: d summed over the LSTM window's steps)."""
+    if a is None:
+        return tf.reduce_sum(d, axis=list(range(1, d.shape.rank - 1)))
+    if a.shape.rank == 3:
+        return tf.einsum("ewi,ewo->eio", a, d)
+    return tf.einsum("ei,eo->eio", a, d)
+
+
 def _time(spec, traced, ep, memory):
-    psis = time_scores(spec, traced, ep)
+    """``optimal_time`` by one pass along the grid's time axis: at step l, ``psi_l = psi_{l-1}
+    + g_l`` for every episode ``[E, P]`` (the numpy reference's order of additions), the
+    step's sums over the episodes, their leave-one-out ratios and the ascent's terms. Nothing
+    of size ``[E, H, P]`` is formed (``tf.cumsum`` would, and XLA runs it as a reduce window
+    of H terms per element)."""
+    pieces = _per_step_pieces(spec, traced, ep.mask)
     horizon = tf.shape(ep.mask)[1]
     memory = _padded_memory(memory, horizon)
     ar = ep.discounted_rewards  # [E_b, H]
@@ -236,20 +239,45 @@ def _time(spec, traced, ep, memory):
     s_r = tf.reduce_sum(ar, axis=0)[:, None]  # [H, 1]
     total_r = s_r + memory.sum_r
     m_num, m_den = _split(memory.num, spec, 1), _split(memory.den, spec, 1)
-    fallback = _safe_div(total_r[None, :, 0] - ar, count - 1.0)  # [E_b, H]
-    ascent, plug, s_num, s_den = [], [], [], []
-    for psi, mn, md in zip(psis, m_num, m_den):
-        rank = psi.shape.rank
-        sq = tf.square(psi)
-        a = _expand(ar, rank)
-        own_num = sq * a
-        num, den = tf.reduce_sum(own_num, axis=0), tf.reduce_sum(sq, axis=0)
-        s_num.append(num)
-        s_den.append(den)
-        total_num, total_den = num + mn, den + md
-        b = _ratio_or(total_num[None] - own_num, total_den[None] - sq, _expand(fallback, rank))
-        ascent.append(tf.reduce_sum(psi * (a - b), axis=[0, 1]))
-        plug.append(_plug_in(total_num, total_den, _expand(total_r[:, 0], rank - 1), count))
+    time_major = lambda x: None if x is None else tf.transpose(  # noqa: E731
+        x, [1, 0, *range(2, x.shape.rank)])
+    steps_a = [time_major(a) for a, _ in pieces]
+    steps_d = [time_major(d) for _, d in pieces]
+    ar_t = tf.transpose(ar)
+
+    def body(l, psis, ascents, nums, dens, plugs):
+        ar_l, tr_l = ar_t[l], total_r[l, 0]
+        fallback = _safe_div(tr_l - ar_l, count - 1.0)  # [E_b]
+        out = ([], [], [], [], [])
+        for k, (psi, asc) in enumerate(zip(psis, ascents)):
+            a = None if steps_a[k] is None else steps_a[k][l]
+            psi = psi + _step_score(a, steps_d[k][l])
+            rank = psi.shape.rank
+            sq = tf.square(psi)
+            a_l = _expand(ar_l, rank)
+            own_num = sq * a_l
+            num, den = tf.reduce_sum(own_num, axis=0), tf.reduce_sum(sq, axis=0)
+            total_num, total_den = num + m_num[k][l], den + m_den[k][l]
+            b = _ratio_or(total_num[None] - own_num, total_den[None] - sq,
+                          _expand(fallback, rank))
+            for acc, x in zip(out, (psi, asc + tf.reduce_sum(psi * (a_l - b), axis=0),
+                                    num, den, _plug_in(total_num, total_den, tr_l, count))):
+                acc.append(x)
+        psis, ascents = out[0], out[1]
+        written = [[ta.write(l, x) for ta, x in zip(tas, xs)]
+                   for tas, xs in zip((nums, dens, plugs), out[2:])]
+        return (l + 1, psis, ascents, *written)
+
+    shapes = list(spec.weight_shapes().values())
+    num_episodes = tf.shape(ar)[0]
+    zeros = [tf.zeros(tf.concat([[num_episodes], s], 0), ar.dtype) for s in shapes]
+    arrays = [[tf.TensorArray(ar.dtype, size=horizon, element_shape=tf.TensorShape(s))
+               for s in shapes] for _ in range(3)]
+    loop = tf.while_loop(lambda l, *_: l < horizon, body,
+                         (tf.constant(0), zeros, [tf.zeros(s, ar.dtype) for s in shapes],
+                          *arrays))
+    ascent = loop[2]
+    s_num, s_den, plug = ([ta.stack() for ta in tas] for tas in loop[3:])
     plug = _flat(plug, 1)  # [H, P]
     used = tf.maximum(ep.horizon, memory.horizon)
     rows = tf.cast(tf.range(horizon) < used, plug.dtype)

@@ -1,0 +1,183 @@
+"""The episodic optimal baselines computed in TensorFlow (``pgtwin/mode_agnostic/episodic_baselines.py``)
+against the numpy reference (``pgtwin_core.baselines.EpisodicUpdate``), both twins.
+
+The reference is the numpy estimator run on the agent's own ``loop`` per-sample gradients'
+twin (``analytic``) in float64, on a second agent with the same weights; both take the same
+three batches, so their weights, metrics and memories must agree step by step (1e-10). The
+batches have unequal episode lengths (some longer than a 16-step chunk), episodes cut at
+both edges of the batch, a horizon that shrinks from one batch to the next (the memory is
+then padded), and counts that are not buckets (so the grid carries padding).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+
+from pgtwin_core.baseline_memory import BaselineMemory
+from pgtwin_core.baselines import EpisodicUpdate
+from pgtwin_core.baselines.episode_layout import CHUNK, episode_layout
+from pgtwin_core.baselines.layout_path import (MIN_EPISODES, FewEpisodesWarning, LayoutPath,
+                                               few_episodes_message)
+from pgtwin_core.config import ReinforceConfig
+from pgtwin.train import run_checkpoint
+from pgtwin.twins import agent_class
+
+from tests.per_sample_cases import KINDS, episodic_batch, random_weights
+
+EPISODIC = ("optimal_scalar_episodic", "optimal_per_param", "optimal_time")
+
+
+def batches(spec):
+    """Three batches: long episodes (several chunks), then shorter ones (a shorter horizon
+    than the memory's), one with an episode cut at the start (its recorded length is longer
+    than its part in the batch: started before it)."""
+    first = episodic_batch(spec, 48, 3, seed=31, mean_length=20.0).batch
+    second = episodic_batch(spec, 20, 4, seed=32, mean_length=5.0).batch
+    third = episodic_batch(spec, 30, 3, seed=33, mean_length=6.0).batch
+    lengths = third.episode_lengths.copy()
+    lengths[0] += 3  # the earliest end is an env's first episode, from t = 0: now cut
+    return [first, second, dataclasses.replace(third, episode_lengths=lengths)]
+
+
+def config_for(baseline, **kw):
+    return ReinforceConfig(**{"dtype": "float64", "baseline": baseline, "baseline_memory": 0.7,
+                              "gamma": 0.9, "entropy_coef": 0.01, "max_grad_norm": 5.0,
+                              "learning_rate": 0.05, "num_envs": 3, "num_steps": 48, **kw})
+
+
+def assert_close(got, want, what):
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=what)
+
+
+@pytest.mark.parametrize("kind", ("categorical_mlp",
+                                  pytest.param("gaussian_mlp", marks=pytest.mark.slow)))
+@pytest.mark.parametrize("baseline", EPISODIC)
+@pytest.mark.parametrize("impl", ("graph", "eager"))
+def test_tensorflow_path_equals_the_numpy_reference(impl, baseline, kind):
+    spec = KINDS[kind]
+    config = config_for(baseline, normalize_returns=kind == "gaussian_mlp")
+    weights = random_weights(spec, seed=4)
+    agent, ref_agent = (agent_class(impl)(spec, config, weights=weights) for _ in range(2))
+    assert isinstance(agent.update_path, LayoutPath)  # the TensorFlow path is the default
+    ref = EpisodicUpdate(config, spec, ref_agent.weighted_loss, ref_agent.per_sample_gradients,
+                         ref_agent.dist_params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FewEpisodesWarning)
+        for step, batch in enumerate(batches(spec)):
+            where = f"{impl} {baseline} {kind} update {step}"
+            got, want = agent.gradients(batch), ref.gradients(batch)
+            for name in want:
+                assert_close(got[name], want[name], f"{where}: gradient {name}")
+            assert_close(agent.loss_value(batch), ref.loss_value(batch), f"{where}: loss")
+            m, r = agent.update(batch), ref.update(batch)
+            assert m["applied"] and r["applied"] and m["episodes"] == r["episodes"]
+            for key in ("loss", "grad_norm", "entropy", "baseline"):
+                assert_close(m[key], r[key], f"{where}: {key}")
+            mine, theirs = agent.baseline_memory.state(), ref.memory.state()
+            assert mine.keys() == theirs.keys() == {"num", "den", "sum_r", "count"}
+            for key in theirs:
+                assert_close(mine[key], theirs[key], f"{where}: memory.{key}")
+            wa, wb = agent.get_weights(), ref_agent.get_weights()
+            for name in wa:
+                assert_close(wa[name], wb[name], f"{where}: weights {name}")
+    agent.close()
+    ref_agent.close()
+
+
+def test_the_grid_pads_chunks_and_episodes_with_nothing_that_counts():
+    spec = KINDS["categorical_mlp"]
+    batch = batches(spec)[0]
+    config = config_for("optimal_per_param")
+    layout = episode_layout(batch, config, spec, one_chunk_per_episode=False)
+    # Hand count: each episode fills ceil(T_e / 16) chunks, the rest of the grid is empty.
+    ends = (batch.terminated | batch.truncated) & batch.valid
+    lengths = np.asarray(batch.episode_lengths)
+    assert layout.num_episodes == ends.sum() == lengths.size
+    assert layout.mask.sum() == layout.num_steps == lengths.sum()
+    assert layout.mask.shape[1] == CHUNK
+    assert layout.mask.shape[0] >= int(np.sum(-(-lengths // CHUNK)))
+    assert np.all(layout.discounted_rewards[layout.mask == 0] == 0)
+    assert np.all(layout.returns[layout.num_episodes:] == 0)
+    time = episode_layout(batch, config, spec, one_chunk_per_episode=True, min_horizon=40)
+    assert time.mask.shape[1] >= max(40, int(lengths.max()))
+    # Each episode's row holds its own steps from l = 0 on: T_e ones, then zeros.
+    rows = time.mask[:time.num_episodes]
+    assert all(np.all(r[:int(r.sum())] == 1) and np.all(r[int(r.sum()):] == 0) for r in rows)
+    assert sorted(rows.sum(axis=1).astype(int)) == sorted(lengths.tolist())
+
+
+@pytest.mark.parametrize("impl", ("graph", "eager"))
+def test_memory_variables_travel_with_the_agent_checkpoint(impl, tmp_path):
+    spec = KINDS["categorical_mlp"]
+    config = config_for("optimal_time")
+    agent = agent_class(impl)(spec, config, weights=random_weights(spec, seed=5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FewEpisodesWarning)
+        assert agent.update(batches(spec)[0])["applied"]
+    state = agent.baseline_memory.state()
+    assert state["count"] > 0 and state["num"].shape[0] == agent.baseline_memory.horizon
+    agent.save(str(tmp_path / "ckpt"))
+    fresh = agent_class(impl)(spec, config, weights=random_weights(spec, seed=6))
+    assert fresh.baseline_memory.state() == {}
+    fresh.restore(str(tmp_path / "ckpt"))
+    for key, value in fresh.baseline_memory.state().items():
+        np.testing.assert_array_equal(value, state[key], err_msg=key)
+    agent.close()
+    fresh.close()
+
+
+@pytest.mark.parametrize("impl", ("graph", "eager"))
+def test_an_old_run_directory_resumes_its_memory_from_the_npz(impl, tmp_path):
+    """Before the memory was the agent's, ``agent/`` held only the policy and the optimizer
+    (the layout of any other baseline's agent) and ``baseline_memory.npz`` the sums."""
+    spec = KINDS["categorical_mlp"]
+    config = config_for("optimal_per_param")
+    old = agent_class(impl)(spec, dataclasses.replace(config, baseline="mean"),
+                            weights=random_weights(spec, seed=7))
+    run_checkpoint.save_agent(str(tmp_path), old)
+    memory = BaselineMemory(0.7)
+    width = sum(int(np.prod(s)) for s in spec.weight_shapes().values())
+    sums = {"num": np.linspace(0.5, 2.0, width), "den": np.linspace(1.0, 3.0, width),
+            "sum_r": np.float64(4.5), "count": np.float64(2.5)}
+    memory.load_state(sums)
+    np.savez(os.path.join(str(tmp_path), run_checkpoint.BASELINE_MEMORY), **memory.state())
+    agent = agent_class(impl)(spec, config, weights=random_weights(spec, seed=8))
+    run_checkpoint.restore_agent(str(tmp_path), agent)
+    for name, value in old.get_weights().items():
+        np.testing.assert_array_equal(agent.get_weights()[name], value, err_msg=name)
+    for key, value in agent.baseline_memory.state().items():
+        np.testing.assert_array_equal(value, sums[key], err_msg=key)
+    with pytest.raises(ValueError, match=r"x.npz: sums of shapes \(num, sum_r\) \(\(3,\), \(\)\) "
+                                         r"do not fit this agent's baseline \(vector"):
+        agent.baseline_memory.load_state({**sums, "num": np.ones(3), "den": np.ones(3)},
+                                         where="x.npz")
+    old.close()
+    agent.close()
+
+
+@pytest.mark.parametrize("impl", ("graph", "eager"))
+def test_no_memory_kept_at_decay_zero_and_few_episodes_warn_once(impl):
+    spec = KINDS["categorical_mlp"]
+    agent = agent_class(impl)(spec, config_for("optimal_scalar_episodic", baseline_memory=0.0),
+                              weights=random_weights(spec, seed=9))
+    batch = batches(spec)[1]
+    with pytest.warns(FewEpisodesWarning) as caught:
+        assert agent.update(batch)["applied"]
+        assert agent.update(batch)["applied"]
+    assert len([w for w in caught if w.category is FewEpisodesWarning]) == 1
+    count = int(((batch.terminated | batch.truncated) & batch.valid).sum())
+    assert str(caught[0].message) == few_episodes_message("optimal_scalar_episodic", count, 0.0)
+    assert agent.baseline_memory.state() == {} and agent.baseline_memory.sums is None
+    agent.close()
+
+
+def test_few_episodes_message_names_the_count_and_the_fixes():
+    msg = few_episodes_message("optimal_per_param", 8, 0.5)
+    assert f"from 8 complete episodes in this batch (fewer than {MIN_EPISODES})" in msg
+    assert "ReinforceConfig.num_envs" in msg and "baseline_memory, now 0.5" in msg
