@@ -9,10 +9,11 @@ one set of numpy weights (``init_weights(spec, SEED)``) and one batch for every 
 aggregated`` (JAX's one gradient of the REINFORCE loss), then for each twin (``graph``: the
 TF1 Session twin, ``eager``: the eager twin's ``tf.function``s) its fastest aggregated
 gradient (``benchmarks/test_per_sample.aggregated``), the three ``per_sample_gradients``
-methods through the agent's public method, and ``write_floor`` (returning arrays of the
-gradients' shapes, nothing computed). Every entry is numpy in, numpy out. Each timed result
-is first checked against JAX's to float32 tolerance, so every entry computes the same
-numbers. ``loop`` at B = 2048 is one round, as in ``test_per_sample.py``.
+methods through the agent's public method, and ``write_floor`` / ``write_floor_rows``
+(returning arrays of the gradients' shapes, nothing computed: ``test_per_sample.write_floor``).
+Every entry is numpy in, numpy out. Each timed result is first checked against JAX's to
+float32 tolerance, so every entry computes the same numbers. ``loop`` at B = 2048 is one
+round, as in ``test_per_sample.py``.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from pgtwin_core.specs import init_weights  # noqa: E402
 
 KIND = "categorical_mlp"
 SIZES = (32, 256, 2048)
-TWIN_ENTRIES = ("aggregated", "loop", "vectorized", "analytic", "write_floor")
+TWIN_ENTRIES = ("aggregated", "loop", "vectorized", "analytic", "write_floor", "write_floor_rows")
 CASES = ([(size, "jax", entry) for size in SIZES for entry in ("per_sample", "aggregated")]
          + [(size, twin, entry) for size in SIZES for twin in ("graph", "eager")
             for entry in TWIN_ENTRIES])
@@ -88,8 +89,8 @@ def test_per_sample_vs_jax(benchmark, batch_size, twin, entry):
     elif entry == "aggregated":
         fn = aggregated(a)
         call = lambda: dict(zip(names, fn(obs, actions, adv, w)))  # noqa: E731
-    elif entry == "write_floor":
-        fn = write_floor(a)
+    elif entry in ("write_floor", "write_floor_rows"):
+        fn = write_floor(a, rows=entry == "write_floor_rows")
         call = lambda: fn(obs, actions)  # noqa: E731
     else:
         call = lambda: a.per_sample_gradients(obs, actions, entry)  # noqa: E731
@@ -102,7 +103,7 @@ def test_per_sample_vs_jax(benchmark, batch_size, twin, entry):
         out = benchmark.pedantic(call, rounds=1, iterations=1)
     else:
         out = benchmark(call)
-    if entry == "write_floor":
+    if entry in ("write_floor", "write_floor_rows"):
         assert [g.shape for g in out] == [(batch_size, *s) for s in spec.weight_shapes().values()]
     elif entry == "aggregated":
         # -sum_i (1/B) * 1 * grad log pi_i: minus JAX's per-sample gradients' mean.

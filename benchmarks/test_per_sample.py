@@ -6,7 +6,9 @@ Groups (``pgtwin bench`` reports each figure as a ratio to the group's first ent
     as numpy, by each twin's fastest path: the reference), then ``vectorized``, ``analytic``, ``sq_norms`` and ``loop``
     (one gradient per sample) through the agent's public methods, numpy out, and
     ``write_floor`` (arrays of the per-sample gradients' shapes, filled with a constant: the
-    memory traffic of returning them, with nothing computed);
+    memory traffic of returning them, with nothing computed; XLA runs a constant fill on one
+    thread) and ``write_floor_rows`` (each row filled with its own input value, which XLA
+    splits over the cores as it does the outer products: the machine's write bandwidth);
 ``update baseline: <twin> B=<n>``  ``agent.update`` with ``none`` (the reference), then
     ``optimal_scalar`` (ghost norms + b* + one backward pass) and, at B = 2048, the episodic
     baselines (per-sample gradients to numpy + the shared formulas).
@@ -73,16 +75,26 @@ def aggregated(a):
     return lambda obs, act, adv, w: [np.asarray(g) for g in call(obs, act, adv, w)[1:-1]]
 
 
-def write_floor(a):
+def write_floor(a, rows: bool = False):
     """``(obs, actions) -> [array, ...]``: ``[B, *shape]`` arrays of every weight's shape,
-    filled with one input value and nothing computed: what returning per-sample gradients
-    costs in memory traffic alone (XLA-compiled like the per-sample methods; padded rows
-    aside, ``analytic`` cannot be faster than this)."""
+    filled from the input and nothing computed: what returning per-sample gradients costs in
+    memory traffic alone (XLA-compiled like the per-sample methods).
+
+    ``rows=False``: one value everywhere (``tf.fill``), which XLA writes on one thread.
+    ``rows=True``: row i filled with ``obs[i, 0]``; XLA splits such a loop over the cores
+    (``outer_dimension_partitions``), as it does the outer products of ``analytic``, so this
+    one is the floor a computed write can reach.
+    """
     shapes = list(a.spec.weight_shapes().values())
 
     def fill(obs, actions):
         del actions
-        return [tf.fill([tf.shape(obs)[0], *shape], obs[0, 0]) for shape in shapes]
+        if not rows:
+            return [tf.fill([tf.shape(obs)[0], *shape], obs[0, 0]) for shape in shapes]
+        value = obs[:, :1]  # [B, 1]: row i's value
+        return [tf.broadcast_to(tf.reshape(value, [-1] + [1] * len(shape)),
+                                tf.concat([tf.shape(obs)[:1], shape], axis=0))
+                for shape in shapes]
 
     if a.impl == "graph":
         with a.graph.as_default():
@@ -106,8 +118,9 @@ PER_SAMPLE_CASES = [(impl, kind, size, method)
                                         ("gaussian_lstm", (256, 2048)))
                     for size in sizes for impl in ("graph", "eager")
                     for method in ("aggregated", "vectorized", "analytic", "sq_norms", "loop",
-                                   "write_floor")
-                    if not (kind == "gaussian_lstm" and method in ("loop", "write_floor"))]
+                                   "write_floor", "write_floor_rows")
+                    if not (kind == "gaussian_lstm" and method in ("loop", "write_floor",
+                                                                   "write_floor_rows"))]
 
 
 @pytest.mark.parametrize("impl,kind_name,batch_size,method", PER_SAMPLE_CASES)
@@ -123,8 +136,8 @@ def test_per_sample(benchmark, impl, kind_name, batch_size, method):
         call = lambda: fn(obs, actions, adv, w)  # noqa: E731
     elif method == "sq_norms":
         call = lambda: a.per_sample_sq_norms(obs, actions)  # noqa: E731
-    elif method == "write_floor":
-        fn = write_floor(a)
+    elif method in ("write_floor", "write_floor_rows"):
+        fn = write_floor(a, rows=method == "write_floor_rows")
         call = lambda: fn(obs, actions)  # noqa: E731
     else:
         call = lambda: a.per_sample_gradients(obs, actions, method)  # noqa: E731
@@ -141,7 +154,8 @@ def test_per_sample(benchmark, impl, kind_name, batch_size, method):
     if method == "sq_norms":
         assert out.shape == (batch_size,)
     else:
-        grads = out if method in ("aggregated", "write_floor") else list(out.values())
+        grads = out if method in ("aggregated", "write_floor", "write_floor_rows") else list(
+            out.values())
         assert len(grads) == len(a.variables) and all(np.isfinite(g).all() for g in grads)
     if impl == "eager":
         assert set(a._per_sample_ops().trace_counts().values()) <= {1}  # noqa: SLF001
