@@ -443,7 +443,8 @@ def bandit_batches(agent, num_batches: int, num_envs: int, seed: int) -> list[Ba
 @pytest.mark.slow
 def test_optimal_baselines_lower_the_variance_and_stay_unbiased():
     """300 batches from a fixed policy, run in sequence (the episodic estimators carry their
-    memory of earlier batches at the default ``baseline_memory``): every estimator's mean is the exact
+    memory of earlier batches at the default ``baseline_memory``, the value baseline fits its
+    net on each batch after its estimate): every estimator's mean is the exact
     gradient within sampling error, and the optimal baselines are no noisier than the mean
     baseline of their family, batch-only or with the same memory (paired over the same
     batches; measured: the episodic ones 20-30 % below it)."""
@@ -464,8 +465,12 @@ def test_optimal_baselines_lower_the_variance_and_stay_unbiased():
     batches = bandit_batches(agent, 300, num_envs=32, seed=0)
     agent.close()
 
-    estimates = gradient_estimates(spec, config, weights, batches)
-    assert set(estimates) == set(ESTIMATORS)
+    # Every estimator but value_before, whose net is fitted on the batch it is used on (a
+    # baseline correlated with the batch's own actions: biased by design, docs/baselines.md).
+    # gamma = 1: the GPOMDP ones weigh every step 1, the same expectation.
+    unbiased = tuple(e for e in ESTIMATORS if e not in ("value_before", "gpomdp_value_before"))
+    estimates = gradient_estimates(spec, config, weights, batches, estimators=unbiased)
+    assert set(estimates) == set(unbiased)
     n = len(batches)
     for name, x in estimates.items():
         z = (x.mean(0) - truth) / (x.std(0, ddof=1) / np.sqrt(n))
