@@ -163,6 +163,23 @@ def discounted_returns(
     return g_t
 
 
+def _counted(x: ArrayLike, eps: float, mask: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(x as float64, bool mask of the counted entries)``, after checking ``eps``, the
+    mask's shape and that every counted entry is finite (``normalize``'s arguments)."""
+    x = np.asarray(x, dtype=np.float64)
+    eps = float(eps)
+    if not (math.isfinite(eps) and eps >= 0.0):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    if mask is None:
+        counted = np.ones(x.shape, dtype=bool)
+    else:
+        counted = np.asarray(mask)
+        _check_shape(counted, x.shape, "mask", "x")
+        counted = counted != 0
+    _check_finite(x, "x", where=counted)
+    return x, counted
+
+
 def normalize(
     x: ArrayLike, eps: float = NORMALIZE_EPS, mask: ArrayLike | None = None
 ) -> np.ndarray:
@@ -188,17 +205,7 @@ def normalize(
         ValueError: if ``eps`` is negative or non-finite, ``mask``'s shape differs from
             ``x``'s, or a counted entry of ``x`` is non-finite (naming its index).
     """
-    x = np.asarray(x, dtype=np.float64)
-    eps = float(eps)
-    if not (math.isfinite(eps) and eps >= 0.0):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps}")
-    if mask is None:
-        counted = np.ones(x.shape, dtype=bool)
-    else:
-        counted = np.asarray(mask)
-        _check_shape(counted, x.shape, "mask", "x")
-        counted = counted != 0
-    _check_finite(x, "x", where=counted)
+    x, counted = _counted(x, eps, mask)
 
     out = np.zeros(x.shape, dtype=np.float64)
     values = x[counted]
@@ -234,17 +241,7 @@ def return_scale(
     Raises:
         ValueError: as :func:`normalize`.
     """
-    x = np.asarray(x, dtype=np.float64)
-    eps = float(eps)
-    if not (math.isfinite(eps) and eps >= 0.0):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps}")
-    if mask is None:
-        counted = np.ones(x.shape, dtype=bool)
-    else:
-        counted = np.asarray(mask)
-        _check_shape(counted, x.shape, "mask", "x")
-        counted = counted != 0
-    _check_finite(x, "x", where=counted)
+    x, counted = _counted(x, eps, mask)
     values = x[counted]
     if values.size == 0 or values.min() == values.max():
         return 1.0
@@ -264,7 +261,6 @@ def unit_scale(
     Returns:
         float64 array, shape of ``x``.
     """
-    x = np.asarray(x, dtype=np.float64)
     scale = return_scale(x, eps, mask)
-    counted = np.ones(x.shape, bool) if mask is None else np.asarray(mask) != 0
+    x, counted = _counted(x, eps, mask)
     return np.where(counted, x / scale, 0.0)

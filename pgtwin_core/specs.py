@@ -33,8 +33,52 @@ ACTIVATIONS = ("tanh", "relu")
 SQUASHES = ("sigmoid", "tanh", "none")
 
 
+class Torso:
+    """The torso both networks share (the policy's, and the value net's of
+    ``pgtwin_core.value_spec``): needs ``obs_shape``, ``torso`` and ``hidden``."""
+
+    obs_shape: tuple[int, ...]
+    torso: str
+    hidden: tuple[int, ...]
+
+    @property
+    def obs_dim(self) -> int:
+        """Features of one observation (the last axis of ``obs_shape``)."""
+        return self.obs_shape[-1]
+
+    @property
+    def history(self) -> int:
+        """Length K of the observation window (1 for ``mlp``)."""
+        return self.obs_shape[0] if self.torso == "lstm" else 1
+
+    @property
+    def dense_sizes(self) -> tuple[int, ...]:
+        """Sizes of the dense hidden layers (after the LSTM for ``lstm``)."""
+        return self.hidden[1:] if self.torso == "lstm" else self.hidden
+
+    def torso_shapes(self, prefix: str, extra_inputs: int = 0
+                     ) -> tuple[dict[str, tuple[int, ...]], int]:
+        """``({name: shape}, width)``: the torso's weights under ``prefix``
+        (``{prefix}/lstm/...``, ``{prefix}/dense_i/...``) in creation order, and the width
+        of its output. ``extra_inputs`` features join the first dense layer's input (after
+        the LSTM, if any): the value net's time feature."""
+        shapes: dict[str, tuple[int, ...]] = {}
+        width = self.obs_dim
+        if self.torso == "lstm":
+            units = self.hidden[0]
+            shapes[f"{prefix}/lstm/kernel"] = (width + units, 4 * units)
+            shapes[f"{prefix}/lstm/bias"] = (4 * units,)
+            width = units
+        width += extra_inputs
+        for i, size in enumerate(self.dense_sizes):
+            shapes[f"{prefix}/dense_{i}/kernel"] = (width, size)
+            shapes[f"{prefix}/dense_{i}/bias"] = (size,)
+            width = size
+        return shapes, width
+
+
 @dataclass(frozen=True)
-class PolicySpec:
+class PolicySpec(Torso):
     """What both twins build: a categorical or Gaussian policy over an MLP or LSTM torso."""
 
     distribution: str
@@ -115,21 +159,6 @@ class PolicySpec:
             )
 
     @property
-    def obs_dim(self) -> int:
-        """Features of one observation (the last axis of ``obs_shape``)."""
-        return self.obs_shape[-1]
-
-    @property
-    def history(self) -> int:
-        """Length K of the observation window (1 for ``mlp``)."""
-        return self.obs_shape[0] if self.torso == "lstm" else 1
-
-    @property
-    def dense_sizes(self) -> tuple[int, ...]:
-        """Sizes of the dense hidden layers (after the LSTM for ``lstm``)."""
-        return self.hidden[1:] if self.torso == "lstm" else self.hidden
-
-    @property
     def num_params(self) -> int:
         """Distribution parameters per sample: logits, or mean and log-std side by side."""
         return self.action_size * (2 if self.distribution == "gaussian" else 1)
@@ -141,17 +170,7 @@ class PolicySpec:
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
         """Canonical weight names in creation order, with their shapes."""
-        shapes: dict[str, tuple[int, ...]] = {}
-        width = self.obs_dim
-        if self.torso == "lstm":
-            units = self.hidden[0]
-            shapes["policy/lstm/kernel"] = (width + units, 4 * units)
-            shapes["policy/lstm/bias"] = (4 * units,)
-            width = units
-        for i, size in enumerate(self.dense_sizes):
-            shapes[f"policy/dense_{i}/kernel"] = (width, size)
-            shapes[f"policy/dense_{i}/bias"] = (size,)
-            width = size
+        shapes, width = self.torso_shapes("policy")
         shapes["policy/head/kernel"] = (width, self.action_size)
         shapes["policy/head/bias"] = (self.action_size,)
         if self.distribution == "gaussian":

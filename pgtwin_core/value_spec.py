@@ -23,11 +23,11 @@ import numpy as np
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.episode_time import episode_steps
 from pgtwin_core.rollout import Batch
-from pgtwin_core.specs import PolicySpec, orthogonal
+from pgtwin_core.specs import PolicySpec, Torso, orthogonal
 
 
 @dataclass(frozen=True)
-class ValueSpec:
+class ValueSpec(Torso):
     """What both twins build for the value baseline (module doc)."""
 
     obs_shape: tuple[int, ...]
@@ -39,35 +39,9 @@ class ValueSpec:
     activation: str
     """``tanh`` or ``relu`` (the policy's)."""
 
-    @property
-    def obs_dim(self) -> int:
-        """Features of one observation."""
-        return self.obs_shape[-1]
-
-    @property
-    def history(self) -> int:
-        """Length K of the observation window (1 for ``mlp``)."""
-        return self.obs_shape[0] if self.torso == "lstm" else 1
-
-    @property
-    def dense_sizes(self) -> tuple[int, ...]:
-        """Sizes of the dense hidden layers (after the LSTM for ``lstm``)."""
-        return self.hidden[1:] if self.torso == "lstm" else self.hidden
-
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
         """Canonical weight names in creation order, with their shapes."""
-        shapes: dict[str, tuple[int, ...]] = {}
-        width = self.obs_dim
-        if self.torso == "lstm":
-            units = self.hidden[0]
-            shapes["value/lstm/kernel"] = (width + units, 4 * units)
-            shapes["value/lstm/bias"] = (4 * units,)
-            width = units
-        width += 1  # the time feature
-        for i, size in enumerate(self.dense_sizes):
-            shapes[f"value/dense_{i}/kernel"] = (width, size)
-            shapes[f"value/dense_{i}/bias"] = (size,)
-            width = size
+        shapes, width = self.torso_shapes("value", extra_inputs=1)  # + the time feature
         shapes["value/head/kernel"] = (width, 1)
         shapes["value/head/bias"] = (1,)
         return shapes
