@@ -18,7 +18,10 @@ single-threaded executor does not run.
 The rollout's policy is the same forward pass XLA-compiled (``rollout_compiled``): a
 ``jit_compile`` function is run as one compiled op, without the function runtime's
 per-call set-up (executor, call frame, rendezvous), which on this machine is most of a
-non-compiled call's cost, whatever the ops (docs/benchmarks.md section 5 measures it).
+non-compiled call's cost, whatever the ops (docs/benchmarks.md section 5 measures it). Its
+observations reach TensorFlow through an input slot (:class:`InputSlots`, every
+``policy_callable``): a tensor made once over a numpy buffer that each call writes, since
+making a tensor per call cost more, inside a rollout, than the compiled call itself.
 """
 from __future__ import annotations
 
@@ -177,19 +180,30 @@ def rollout_compiled(spec: PolicySpec, config: ReinforceConfig) -> bool:
 
 def _direct_call(concrete, executor: str) -> Callable[[list[tf.Tensor]], list[tf.Tensor]] | None:
     """``run(tensors)``: ``concrete``'s traced function on its inputs (in signature order),
-    called as ``context.call_function`` does; or None if this TensorFlow lacks the pieces
-    (then the caller uses the public, slower path)."""
+    called as ``context.call_function`` does, through what ``execute.execute`` ends in (the
+    context's handle read once, not per call; its error handling kept); or None
+    if this TensorFlow lacks the pieces (then the caller uses the public, slower path)."""
     try:
-        from tensorflow.python.eager import context, execute
+        from tensorflow.python import pywrap_tfe
+        from tensorflow.python.eager import context, core
         name = concrete._inference_function.name  # noqa: SLF001
         name = name.decode() if isinstance(name, bytes) else name
         captured = list(concrete.captured_inputs)
         num_outputs = len(concrete.outputs)
         ctx = context.context()
+        ctx.ensure_initialized()
         options = copy.copy(ctx.function_call_options)
         options.executor_type = executor
         attrs = tuple(itertools.chain(*options.as_attrs().items()))
-        run = execute.execute
+        handle = ctx._handle  # noqa: SLF001
+        run, not_ok, to_error = (pywrap_tfe.TFE_Py_Execute, core._NotOkStatusException,  # noqa: SLF001
+                                 core._status_to_exception)  # noqa: SLF001
     except (ImportError, AttributeError):
         return None
-    return lambda tensors: run(name, num_outputs, tensors + captured, attrs, ctx)
+
+    def call(tensors: list[tf.Tensor]) -> list[tf.Tensor]:
+        try:
+            return run(handle, ctx.device_name, name, tensors + captured, attrs, num_outputs)
+        except not_ok as err:  # as execute.execute raises it: a tf.errors exception
+            raise to_error(err) from None
+    return call
