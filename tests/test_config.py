@@ -109,6 +109,18 @@ def test_gpomdp_needs_a_per_step_baseline():
     assert ReinforceConfig(gpomdp=True, baseline="time_mean").gpomdp
 
 
+def test_cached_path_refuses_the_value_baseline():
+    with pytest.raises(ValueError, match=re.escape(
+            "ReinforceConfig.update_path='cached' cannot serve baseline='value': the value "
+            "net is fitted between the rollout and the update")):
+        ReinforceConfig(update_path="cached", baseline="value")
+
+
+def test_value_hidden_from_json_is_a_tuple():
+    # A run's settings are JSON: value_hidden comes back as a list.
+    assert ReinforceConfig(value_hidden=[32, 16]).value_hidden == (32, 16)
+
+
 def test_replace_validates_again_and_keeps_the_rest():
     c = ReinforceConfig(gamma=0.5, num_envs=2)
     d = c.replace(learning_rate=0.1)
