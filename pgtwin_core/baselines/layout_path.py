@@ -38,7 +38,7 @@ def few_episodes_message(baseline: str, num_episodes: int, memory: float) -> str
             "is noisier than the mean baseline it replaces (measured 1.03-1.28x its variance "
             "at 7-13 episodes, docs/baselines.md). Collect more episodes per batch "
             "(ReinforceConfig.num_envs), keep a longer memory (baseline_memory, now "
-            f"{memory:g}), or shrink towards the mean (baseline_shrinkage)")
+            f"{memory:g}), or use baseline='mean' or 'optimal_time'")
 
 
 def layout_args(layout: EpisodeLayout, dtype: str) -> tuple[np.ndarray, ...]:
