@@ -19,14 +19,15 @@ from pgtwin_core.baseline_memory import HeldMemory
 from pgtwin_core.baselines.layout_path import LayoutPath
 
 from pgtwin.mode_agnostic import distributions, per_sample
-from pgtwin.mode_agnostic.episodic_baselines import (EpisodeTensors, MemoryTensors,
-                                                     episodic_estimate)
+from pgtwin.mode_agnostic.episodic_baselines import (MemoryTensors, assign_memory,
+                                                     estimate_from_args, memory_from_list,
+                                                     memory_list, memory_variables,
+                                                     read_memory)
 
 from eager.gradient_step import checked_gradients, guarded_apply
 from eager.policy_call import direct_callable
 from eager.tracing import batch_signatures
 
-MEMORY_FIELDS = ("num", "den", "sum_r", "count")
 
 
 class MemoryVariables(tf.Module):
@@ -36,27 +37,14 @@ class MemoryVariables(tf.Module):
 
     def __init__(self, memory: HeldMemory, dtype: str):
         super().__init__(name="baseline_memory")
-        rows = [None] if memory.kind == "time" else []
-        shapes = {"num": rows + ([memory.width] if memory.kind != "scalar" else []),
-                  "sum_r": rows + ([1] if rows else []), "count": []}
-        shapes["den"] = shapes["num"]
-        empty = memory.empty()
         with tf.name_scope("baseline_memory/"):
-            self.vars = {f: tf.Variable(np.asarray(empty[f], dtype), name=f, trainable=False,
-                                        shape=tf.TensorShape(shapes[f])) for f in MEMORY_FIELDS}
-            if memory.kind == "time":
-                self.vars["horizon"] = tf.Variable(np.int32(0), name="horizon", trainable=False)
+            self.vars = memory_variables(memory.kind, memory.width, memory.empty(), dtype)
 
     def tensors(self) -> MemoryTensors:
-        v = self.vars
-        return MemoryTensors(*(v[f].read_value() for f in MEMORY_FIELDS),
-                             horizon=v["horizon"].read_value() if "horizon" in v else None)
+        return read_memory(self.vars)
 
     def assign(self, new: MemoryTensors) -> tf.Operation:
-        values = dict(zip(MEMORY_FIELDS, (new.num, new.den, new.sum_r, new.count)))
-        if new.horizon is not None:
-            values["horizon"] = new.horizon
-        return tf.group(*[self.vars[f].assign(x) for f, x in values.items()])
+        return assign_memory(self.vars, new)
 
 
 def episodic_path(agent) -> LayoutPath:
@@ -126,24 +114,18 @@ class _Computation:
             bonus_loss = -coef * tf.reduce_sum(weights * entropies)
         deltas = tape.gradient(total, per_sample.delta_targets(params, layers))
         traced = per_sample.deltas_from_gradients(spec, params, log_probs, layers, deltas)
-        ep = EpisodeTensors(mask, chunk_episode, returns, ar, num_episodes, num_steps, scale,
-                            horizon)
-        held = MemoryTensors(*memory[:4], horizon=memory[4] if len(memory) > 4 else None)
-        out = episodic_estimate(spec, self.config.baseline, traced, entropies, ep, held,
-                                self.config.baseline_memory, coef)
+        out = estimate_from_args(spec, self.config, traced, entropies,
+                                 (mask, chunk_episode, returns, ar, num_episodes, num_steps,
+                                  scale, horizon), memory)
         grads = out.grads
         if coef > 0:
             bonus = checked_gradients(tape, bonus_loss, self.variables)
             grads = [g + e for g, e in zip(grads, bonus)]
-        new = [out.memory.num, out.memory.den, out.memory.sum_r, out.memory.count]
-        if out.memory.horizon is not None:
-            new.append(out.memory.horizon)
+        new = memory_list(out.memory)
         return out.loss, grads, out.entropy, out.baseline, new, out.sums_finite
 
     def _memory_args(self) -> list[tf.Tensor]:
-        held = self.memory_vars.tensors()
-        extra = [] if held.horizon is None else [held.horizon]
-        return [held.num, held.den, held.sum_r, held.count, *extra]
+        return memory_list(self.memory_vars.tensors())
 
     def _grads(self, *args):
         loss, grads, _, _, _, _ = self.estimate_fn(*args, *self._memory_args())
@@ -153,7 +135,7 @@ class _Computation:
         loss, grads, entropy, baseline, new, finite = self.estimate_fn(*args, *self._memory_args())
         applied = self.apply_fn(grads, loss)
         if self.config.baseline_memory > 0:  # decay 0 keeps nothing: the memory stays empty
-            new = MemoryTensors(*new[:4], horizon=new[4] if len(new) > 4 else None)
+            new = memory_from_list(new)
             tf.cond(tf.logical_and(applied, finite),
                     lambda: self._assigned(new), lambda: tf.constant(False))
         return loss, tf.linalg.global_norm(grads), entropy, applied, baseline

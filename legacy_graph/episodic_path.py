@@ -18,8 +18,10 @@ from pgtwin_core.baseline_memory import HeldMemory
 from pgtwin_core.baselines.layout_path import LayoutPath
 
 from pgtwin.mode_agnostic import distributions
-from pgtwin.mode_agnostic.episodic_baselines import (EpisodeTensors, MemoryTensors,
-                                                     episodic_estimate)
+from pgtwin.mode_agnostic.episodic_baselines import (MemoryTensors, assign_memory,
+                                                     estimate_from_args, memory_from_list,
+                                                     memory_list, memory_variables,
+                                                     read_memory)
 
 from legacy_graph.gradient_step import checked_gradients, guarded_apply
 from legacy_graph.per_sample import layer_deltas, xla_compiled
@@ -27,7 +29,6 @@ from legacy_graph.policy_call import direct_callable
 
 tf1 = tf.compat.v1
 
-MEMORY_FIELDS = ("num", "den", "sum_r", "count")
 MEMORY_SCOPE = "baseline_memory"
 """The memory variables' name scope (``legacy_graph/checkpoint_layout.py`` leaves them out
 of the policy's layout)."""
@@ -39,31 +40,18 @@ class MemoryVariables:
     ``optimal_time``, whose sums have a dynamic number of rows)."""
 
     def __init__(self, memory: HeldMemory, dtype: str):
-        rows = [None] if memory.kind == "time" else []
-        shapes = {"num": rows + ([memory.width] if memory.kind != "scalar" else []),
-                  "sum_r": rows + ([1] if rows else []), "count": []}
-        shapes["den"] = shapes["num"]
-        empty = memory.empty()
         with tf1.name_scope(f"{MEMORY_SCOPE}/"):
-            self.vars = {f: tf.Variable(np.asarray(empty[f], dtype), name=f, trainable=False,
-                                        shape=tf.TensorShape(shapes[f])) for f in MEMORY_FIELDS}
-            if memory.kind == "time":
-                self.vars["horizon"] = tf.Variable(np.int32(0), name="horizon", trainable=False)
+            self.vars = memory_variables(memory.kind, memory.width, memory.empty(), dtype)
             self.placeholders = {f: tf1.placeholder(v.dtype, v.shape, name=f"{f}_value")
                                  for f, v in self.vars.items()}
             self.load_op = tf.group(*[v.assign(self.placeholders[f])
                                       for f, v in self.vars.items()])
 
     def tensors(self) -> MemoryTensors:
-        v = self.vars
-        return MemoryTensors(*(v[f].read_value() for f in MEMORY_FIELDS),
-                             horizon=v["horizon"].read_value() if "horizon" in v else None)
+        return read_memory(self.vars)
 
     def assign(self, new: MemoryTensors) -> tf.Operation:
-        values = dict(zip(MEMORY_FIELDS, (new.num, new.den, new.sum_r, new.count)))
-        if new.horizon is not None:
-            values["horizon"] = new.horizon
-        return tf.group(*[self.vars[f].assign(x) for f, x in values.items()])
+        return assign_memory(self.vars, new)
 
 
 def episodic_path(agent) -> LayoutPath:
@@ -96,17 +84,13 @@ class _Computation:
                          tf1.placeholder(dt, [], name="num_steps"),
                          tf1.placeholder(dt, [], name="scale"),
                          tf1.placeholder(tf.int32, [], name="horizon")]
-                held = self.memory_vars.tensors()
-                memory_in = [held.num, held.den, held.sum_r, held.count]
-                if held.horizon is not None:
-                    memory_in.append(held.horizon)
+                memory_in = memory_list(self.memory_vars.tensors())
                 outputs = (xla_compiled(self._estimate, feeds + memory_in) if config.jit_compile
                            else self._estimate(*feeds, *memory_in))
                 loss, entropy, baseline, finite = outputs[:4]
                 n = len(self.variables)
                 grads = list(outputs[4:4 + n])
-                new = list(outputs[4 + n:])
-                new = MemoryTensors(*new[:4], horizon=new[4] if len(new) > 4 else None)
+                new = memory_from_list(outputs[4 + n:])
                 train_op, applied = guarded_apply(agent.optimizer, self.variables, grads, loss,
                                                   config.max_grad_norm)
                 targets = [train_op]
@@ -141,19 +125,15 @@ class _Computation:
         spec, coef = self.spec, self.config.entropy_coef
         traced = layer_deltas(spec, self.variables, obs, actions)
         entropies = distributions.entropy(spec, traced.params)
-        ep = EpisodeTensors(mask, chunk_episode, returns, ar, num_episodes, num_steps, scale,
-                            horizon)
-        held = MemoryTensors(*memory[:4], horizon=memory[4] if len(memory) > 4 else None)
-        out = episodic_estimate(spec, self.config.baseline, traced, entropies, ep, held,
-                                self.config.baseline_memory, coef)
+        out = estimate_from_args(spec, self.config, traced, entropies,
+                                 (mask, chunk_episode, returns, ar, num_episodes, num_steps,
+                                  scale, horizon), memory)
         grads = out.grads
         if coef > 0:
             weights = tf.reshape(mask, [-1]) / num_steps
             bonus = checked_gradients(-coef * tf.reduce_sum(weights * entropies), self.variables)
             grads = [g + e for g, e in zip(grads, bonus)]
-        new = [out.memory.num, out.memory.den, out.memory.sum_r, out.memory.count]
-        if out.memory.horizon is not None:
-            new.append(out.memory.horizon)
+        new = memory_list(out.memory)
         return [out.loss, out.entropy, out.baseline, out.sums_finite, *grads, *new]
 
     def _assigned(self, new: MemoryTensors) -> tf.Tensor:

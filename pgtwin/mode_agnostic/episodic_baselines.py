@@ -77,6 +77,39 @@ class EpisodicResult:
     sums_finite: tf.Tensor  # bool: S is finite (a non-finite sum never enters the memory)
 
 
+MEMORY_FIELDS = ("num", "den", "sum_r", "count")
+
+
+def memory_variables(kind: str, width: int, empty: dict, dtype: str) -> dict[str, tf.Variable]:
+    """The memory's variables (``num``, ``den``, ``sum_r``, ``count``; ``horizon`` for
+    ``optimal_time``, whose sums have a dynamic number of rows), made in the current graph
+    or eagerly under the current name scope, holding ``empty`` (``HeldMemory.empty()``)."""
+    rows = [None] if kind == "time" else []
+    shapes = {"num": rows + ([width] if kind != "scalar" else []),
+              "sum_r": rows + ([1] if rows else []), "count": []}
+    shapes["den"] = shapes["num"]
+    out = {f: tf.Variable(np.asarray(empty[f], dtype), name=f, trainable=False,
+                          shape=tf.TensorShape(shapes[f])) for f in MEMORY_FIELDS}
+    if kind == "time":
+        out["horizon"] = tf.Variable(np.int32(0), name="horizon", trainable=False)
+    return out
+
+
+def read_memory(variables: dict[str, tf.Variable]) -> MemoryTensors:
+    """The memory variables' values as :class:`MemoryTensors`."""
+    return MemoryTensors(*(variables[f].read_value() for f in MEMORY_FIELDS),
+                         horizon=variables["horizon"].read_value() if "horizon" in variables
+                         else None)
+
+
+def assign_memory(variables: dict[str, tf.Variable], new: MemoryTensors) -> tf.Operation:
+    """Assign :class:`MemoryTensors` to the memory variables."""
+    values = dict(zip(MEMORY_FIELDS, (new.num, new.den, new.sum_r, new.count)))
+    if new.horizon is not None:
+        values["horizon"] = new.horizon
+    return tf.group(*[variables[f].assign(x) for f, x in values.items()])
+
+
 def _others(x: tf.Tensor) -> tf.Tensor:
     """``out[e] = sum_{e' != e} x[e']`` over axis 0, as the total less x[e] (the numpy
     reference's prefix and suffix sums, ``leave_one_out.others``, cost E times the work in
@@ -326,3 +359,27 @@ def episodic_estimate(spec: PolicySpec, baseline: str, traced: LayerDeltas,
                         else tf.maximum(memory.horizon, ep.horizon))
     return EpisodicResult(loss=loss, grads=grads, entropy=tf.reduce_sum(weights * entropies),
                           baseline=logged / ep.scale, memory=new, sums_finite=finite)
+
+
+def estimate_from_args(spec: PolicySpec, config, traced: LayerDeltas, entropies: tf.Tensor,
+                       grid: tuple, memory: tuple) -> EpisodicResult:
+    """:func:`episodic_estimate` on a twin's flat arguments: ``grid`` the layout's after obs
+    and actions (``pgtwin_core.baselines.layout_path.layout_args``: mask, chunk_episode,
+    returns, discounted_rewards, E, sum_e T_e, scale, horizon), ``memory`` the memory's
+    tensors (:data:`MEMORY_FIELDS`, then ``horizon`` for ``optimal_time``)."""
+    ep = EpisodeTensors(*grid)
+    held = MemoryTensors(*memory[:4], horizon=memory[4] if len(memory) > 4 else None)
+    return episodic_estimate(spec, config.baseline, traced, entropies, ep, held,
+                             config.baseline_memory, config.entropy_coef)
+
+
+def memory_list(memory: MemoryTensors) -> list[tf.Tensor]:
+    """:class:`MemoryTensors` as the flat list :func:`estimate_from_args` takes."""
+    out = [memory.num, memory.den, memory.sum_r, memory.count]
+    return out if memory.horizon is None else [*out, memory.horizon]
+
+
+def memory_from_list(values) -> MemoryTensors:
+    """:func:`memory_list`'s inverse."""
+    values = list(values)
+    return MemoryTensors(*values[:4], horizon=values[4] if len(values) > 4 else None)
