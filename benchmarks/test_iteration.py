@@ -8,8 +8,16 @@ what an update leaves behind changes the next rollout's cost). ``iteration``: th
 plus ``agent.update`` on it, both timed. Each round continues the previous rollout (the
 envs are not reset between rounds), as training does. ``extra_info['env_steps']`` is T x N,
 so env-steps/s = env_steps / time.
+
+pytest-benchmark times the variants one after another, so on a shared machine their ratio
+moves with the load between them; ``python -m benchmarks.test_iteration [ROUNDS]`` times the
+rollouts of the TF1 twin and the eager twin (``tf.function``) alternately, round by round,
+and prints the ratio of the medians, in wall and in process CPU time.
 """
 from __future__ import annotations
+
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -66,3 +74,40 @@ def test_iteration(benchmark, variant, with_update):
     else:
         assert result.actions.shape == (NUM_STEPS, NUM_ENVS)
     envs.close()
+
+
+def interleaved_rollouts(rounds: int = 60) -> dict[str, dict[str, float]]:
+    """``{variant: {"wall": s, "cpu": s}}``: median seconds of one rollout (collect after an
+    untimed update, as the ``rollout`` group), the ``graph`` and ``function`` variants taking
+    turns, round by round, so that both see the same load."""
+    variants = ("graph", "function")
+    agents = {v: agent_for(v, KIND) for v in variants}
+    runs = {}
+    for v, agent in agents.items():
+        envs, rng = make_vec_env(ENV_ID, NUM_ENVS, seed=0), np.random.default_rng(0)
+        batch, state = collect(envs, agent.rollout_policy(), agent.spec, NUM_STEPS, rng)
+        runs[v] = [envs, rng, batch, state]
+    times = {v: {"wall": [], "cpu": []} for v in variants}
+    for _ in range(rounds):
+        for v, agent in agents.items():
+            envs, rng, batch, state = runs[v]
+            agent.update(batch)
+            wall, cpu = time.perf_counter(), time.process_time()
+            batch, state = collect(envs, agent.rollout_policy(), agent.spec, NUM_STEPS, rng, state)
+            times[v]["wall"].append(time.perf_counter() - wall)
+            times[v]["cpu"].append(time.process_time() - cpu)
+            runs[v][2:] = [batch, state]
+    for envs, *_ in runs.values():
+        envs.close()
+    return {v: {k: float(np.median(t)) for k, t in kinds.items()} for v, kinds in times.items()}
+
+
+if __name__ == "__main__":
+    import os
+    medians = interleaved_rollouts(int(sys.argv[1]) if len(sys.argv) > 1 else 60)
+    steps = NUM_ENVS * NUM_STEPS
+    for v, m in medians.items():
+        print(f"{v:9} env-steps/s: wall {steps / m['wall']:9,.0f}   cpu {steps / m['cpu']:9,.0f}")
+    for k in ("wall", "cpu"):
+        print(f"eager / graph env-steps/s ({k}): {medians['graph'][k] / medians['function'][k]:.2f}")
+    print("load average (1/5/15 min):", os.getloadavg())
