@@ -20,6 +20,10 @@ BASELINES = (
 VALUE_FITS = ("after", "before")
 PER_STEP_BASELINES = ("none", "mean", "time_mean", "value")
 """The baselines whose estimate is per step (reward-to-go), which GPOMDP can weight."""
+SHRINKABLE_BASELINES = ("optimal_scalar_episodic", "optimal_per_param")
+"""The baselines ``baseline_shrinkage`` applies to (ratios over the other episodes)."""
+SHRINKAGE_AUTO = "auto"
+"""``baseline_shrinkage``'s data-driven lambda (``pgtwin_core/baselines/shrinkage.py``)."""
 UPDATE_PATHS = ("recompute", "cached")
 DTYPES = ("float32", "float64")
 
@@ -27,6 +31,11 @@ DTYPES = ("float32", "float64")
 def _real(value: object) -> bool:
     """A real number, not a bool (True would pass as 1)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _shrinkage(value: object) -> bool:
+    """None (off), ``SHRINKAGE_AUTO``, or a real number in [0, 1] (not a bool)."""
+    return value is None or value == SHRINKAGE_AUTO or (_real(value) and 0.0 <= value <= 1.0)
 
 
 def _count(value: object) -> bool:
@@ -60,6 +69,13 @@ class ReinforceConfig:
     (``optimal_scalar_episodic``, ``optimal_per_param``, ``optimal_time``): batch k - j
     counts rho^j (``pgtwin_core/baseline_memory.py``); 0 = this batch only. Unbiased either
     way; docs/baselines.md (Decision 6) measures why the default is 0.5."""
+    baseline_shrinkage: float | str | None = None
+    """``optimal_scalar_episodic`` / ``optimal_per_param`` only: shrink each episode's
+    leave-one-out ratio baseline towards the leave-one-out mean of the same episodes and
+    memory, ``(1 - lambda) b^(-e) + lambda m^(-e)`` (per element for ``optimal_per_param``).
+    None or 0: off; a number in [0, 1]; ``"auto"``: a James-Stein lambda from the other
+    episodes' spread (``pgtwin_core/baselines/shrinkage.py``). Unbiased either way;
+    docs/baselines.md measures when it pays off."""
     gpomdp: bool = False
     """Weight step t's term by gamma^t, t counted from the episode's real first step
     (``pgtwin_core.episode_time``): GPOMDP (Baxter & Bartlett 2001), the gradient of the
@@ -126,6 +142,8 @@ class ReinforceConfig:
             ("jit_compile", lambda v: isinstance(v, bool), "must be True or False"),
             ("baseline_memory", lambda v: _real(v) and 0.0 <= v < 1.0,
              "must be a number in [0, 1) (0: episodic baselines from this batch only)"),
+            ("baseline_shrinkage", _shrinkage,
+             "must be None (off), a number in [0, 1] or 'auto'"),
             ("entropy_coef", lambda v: _real(v) and 0 <= v < math.inf, "must be a finite number >= 0"),
             # inf is refused too: TF's clip_by_global_norm turns an infinite clip norm into NaN.
             ("max_grad_norm", lambda v: v is None or (_real(v) and 0 < v < math.inf),
@@ -157,6 +175,12 @@ class ReinforceConfig:
                 f"ReinforceConfig.gpomdp=True cannot serve baseline={self.baseline!r}: GPOMDP "
                 f"weights per-step terms, use one of {PER_STEP_BASELINES} (optimal_time is "
                 "GPOMDP with its own baseline already)")
+        if self.baseline_shrinkage and self.baseline not in SHRINKABLE_BASELINES:
+            raise ValueError(
+                f"ReinforceConfig.baseline_shrinkage={self.baseline_shrinkage!r} cannot serve "
+                f"baseline={self.baseline!r}: it shrinks a leave-one-out ratio baseline "
+                f"towards the mean, use it with one of {SHRINKABLE_BASELINES} (or set it to "
+                "None)")
         if self.update_path == "cached" and self.baseline == "value":
             raise ValueError(
                 "ReinforceConfig.update_path='cached' cannot serve baseline='value': the "

@@ -172,7 +172,8 @@ def test_no_memory_kept_at_decay_zero_and_few_episodes_warn_once(impl):
         assert agent.update(batch)["applied"]
     assert len([w for w in caught if w.category is FewEpisodesWarning]) == 1
     count = int(((batch.terminated | batch.truncated) & batch.valid).sum())
-    assert str(caught[0].message) == few_episodes_message("optimal_scalar_episodic", count, 0.0)
+    assert str(caught[0].message) == few_episodes_message("optimal_scalar_episodic", count, 0.0,
+                                                          batch.num_envs, batch.num_steps)
     assert agent.baseline_memory.state() == {} and agent.baseline_memory.sums is None
     agent.close()
 

@@ -68,3 +68,9 @@ def hidden_sizes(text: str) -> tuple[int, ...]:
     if not sizes or min(sizes) < 1:
         raise argparse.ArgumentTypeError(f"sizes must be >= 1, got {text!r}")
     return sizes
+
+
+def number_or_auto(text: str) -> float | str:
+    """``auto`` or a finite number (argparse type, for ``--baseline-shrinkage``; the range is
+    ``ReinforceConfig``'s to check, naming the field)."""
+    return "auto" if text == "auto" else finite_number(text)

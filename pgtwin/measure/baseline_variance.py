@@ -56,6 +56,26 @@ FAMILIES = {"none": "mean", "mean": "mean", "optimal_scalar": "mean",
 (reward-to-go, each step weighing 1), GPOMDP (``gpomdp_*``: step t weighing gamma^t) and
 episodic; a variance ratio compares estimates of one expectation only within a family."""
 ESTIMATORS = tuple(FAMILIES)
+SHRINKABLE = ("optimal_scalar_episodic", "optimal_per_param")
+"""Estimators that take a ``@LAMBDA`` suffix (``optimal_per_param@auto``,
+``optimal_scalar_episodic@0.5``): ``ReinforceConfig.baseline_shrinkage`` = LAMBDA."""
+
+
+def split_shrinkage(name: str) -> tuple[str, float | str | None]:
+    """``"optimal_per_param@0.5"`` -> ``("optimal_per_param", 0.5)``; ``@auto`` -> ``"auto"``;
+    a name without ``@`` -> ``(name, None)``. ``ValueError`` for a suffix on another
+    estimator or a LAMBDA that is neither a number nor ``auto``."""
+    base, at, value = name.partition("@")
+    if not at:
+        return name, None
+    if base not in SHRINKABLE:
+        raise ValueError(f"estimator {name!r}: only {SHRINKABLE} take a @LAMBDA suffix")
+    return base, value if value == "auto" else float(value)
+
+
+def family(name: str) -> str:
+    """The reference (mean baseline) of estimator ``name``'s family (:data:`FAMILIES`)."""
+    return FAMILIES[split_shrinkage(name)[0]]
 
 
 def per_step_config(name: str, config: ReinforceConfig) -> ReinforceConfig | None:
@@ -120,7 +140,8 @@ def gradient_estimates(spec: PolicySpec, config: ReinforceConfig, weights: dict[
               for b in per_step}
     scorer = agent_class(impl)(spec, config.replace(baseline="none"), weights=weights)
     method = bl.per_sample_method(scorer.spec.torso)
-    memories = {b: BaselineMemory(config.baseline_memory) for b in bl.EPISODIC}
+    memories = {b: BaselineMemory(config.baseline_memory) for b in estimators
+                if split_shrinkage(b)[0] in bl.EPISODIC}
     means = {"episodic_mean": _EpisodicMean(), "episodic_mean_memory":
              _EpisodicMean(config.baseline_memory)}
     out: dict[str, list[np.ndarray]] = {b: [] for b in estimators}
@@ -146,9 +167,11 @@ def gradient_estimates(spec: PolicySpec, config: ReinforceConfig, weights: dict[
         for name in estimators:
             if name in means:
                 out[name].append(means[name](scores, segs.returns[segs.complete], lengths.sum()))
-            elif name in bl.EPISODIC:
-                out[name].append(_episodic_ascent(config.replace(baseline=name), scorer.spec,
-                                                  batch, grads, memories[name]))
+            elif name in memories:
+                base, shrinkage = split_shrinkage(name)
+                out[name].append(_episodic_ascent(
+                    config.replace(baseline=base, baseline_shrinkage=shrinkage), scorer.spec,
+                    batch, grads, memories[name]))
     for agent in (*agents.values(), scorer):
         agent.close()
     return {name: np.stack(rows) for name, rows in out.items()}
@@ -201,7 +224,7 @@ def report(estimates: dict[str, np.ndarray], warmup: int = 0,
     estimates = {name: x[warmup:] for name, x in estimates.items()}
     rows = []
     for name, x in estimates.items():
-        ref = FAMILIES[name]
+        ref = family(name)
         excess, excess_se = paired_excess(x, estimates[ref]) if ref in estimates else (np.nan, np.nan)
         trace = trace_of_covariance(x)
         refs = REFERENCES if ref == "episodic_mean" else ("mean",)
@@ -309,8 +332,8 @@ def to_markdown(rows: list[Row]) -> str:
             else:
                 ratio, excess, se = r.versus[ref]
                 cells.append(f"{ratio:.3f}, {excess:+.3g} ± {se:.2g}")
-        family = FAMILIES[r.estimator]
-        own = ("—" if family == r.estimator or np.isnan(r.excess) else
+        own_family = family(r.estimator)
+        own = ("—" if own_family == r.estimator or np.isnan(r.excess) else
                f"{r.trace / (r.trace - r.excess):.3f}, {r.excess:+.3g} ± {r.excess_se:.2g}")
         eff = (f" | {r.efficiency[0]:.3f} ± {r.efficiency[1]:.3f}" if with_eff and r.efficiency
                else (" | —" if with_eff else ""))
@@ -393,7 +416,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="first batches that only fill the memories and fit the value "
                              "nets (not in the statistics)")
     parser.add_argument("--estimators", default=",".join(ESTIMATORS),
-                        help=f"comma-separated, of {', '.join(ESTIMATORS)}")
+                        help=f"comma-separated, of {', '.join(ESTIMATORS)}; "
+                             f"{', '.join(SHRINKABLE)} also as NAME@LAMBDA (LAMBDA in [0, 1] "
+                             "or auto: ReinforceConfig.baseline_shrinkage)")
     parser.add_argument("--weights", default=None,
                         help="an .npz of policy weights (a run's weights.npz); default the "
                              "initial policy")
@@ -408,9 +433,14 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.warmup <= args.batches - 2:
         parser.error(f"--warmup {args.warmup} must be in [0, --batches - 2 = {args.batches - 2}]")
     estimators = tuple(e for e in args.estimators.split(",") if e)
-    unknown = [e for e in estimators if e not in FAMILIES]
+    try:
+        unknown = [e for e in estimators if split_shrinkage(e)[0] not in FAMILIES]
+    except ValueError as err:
+        parser.error(f"--estimators: {err}")
     if unknown:
-        parser.error(f"--estimators: unknown {unknown}; choose from {', '.join(ESTIMATORS)}")
+        parser.error(f"--estimators: unknown {unknown}; choose from {', '.join(ESTIMATORS)}"
+                     f" ({', '.join(SHRINKABLE)} also as NAME@LAMBDA, LAMBDA a number in "
+                     "[0, 1] or auto: baseline_shrinkage)")
     hidden = tuple(int(h) for h in args.hidden.split(","))
     # weights.npz keys spell the scopes with "__" (policy__dense_0__kernel).
     weights = (None if args.weights is None else

@@ -192,14 +192,73 @@ def _plug_in(num, den, sum_r, count):
     return _ratio_or(num, den, _safe_div(sum_r, count))
 
 
-def _scalar_episodic(spec, traced, ep, memory):
+def _auto_lambda(n: list[tf.Tensor], b: list[tf.Tensor], nbar_num: list[tf.Tensor],
+                 r: tf.Tensor, mean: tf.Tensor, ep: EpisodeTensors,
+                 count: tf.Tensor) -> tf.Tensor:
+    """``[E_b]``: ``baseline_shrinkage='auto'``'s lambda^(-e), pooled over every element
+    (``pgtwin_core/baselines/shrinkage.py``, the same formula in the same order). Per weight:
+    ``n`` the episodes' ``||g_e||^2`` or ``g_eh^2``, ``b`` the leave-one-out ratios,
+    ``nbar_num`` their denominators (memory included); ``r`` R_e, ``mean`` m^(-e) ``[E_b]``;
+    ``count = M_count + E - 1``. Padded episodes (n = 0, R centred to 0) add nothing."""
+    valid = tf.cast(tf.range(tf.shape(r)[0]) < tf.cast(ep.num_episodes, tf.int32), r.dtype)
+    centre = tf.reduce_sum(r) / ep.num_episodes
+    rc = (r - centre) * valid
+    others = ep.num_episodes - 1.0
+    noise, signal = [], []
+    for n_k, b_k, nbar_k in zip(n, b, nbar_num):
+        rank = n_k.shape.rank
+        rce, mce, me = (_expand(x, rank) for x in (rc, mean - centre, mean))
+        positive = nbar_k > 0
+        a = tf.where(positive, count / tf.where(positive, nbar_k, tf.ones_like(nbar_k)),
+                     tf.zeros_like(nbar_k))
+        bc = b_k - centre
+        zz = (a * a * _others(n_k * n_k * rce * rce) + a * a * bc * bc * _others(n_k * n_k)
+              + _others(rce * rce) + mce * mce * others
+              - 2.0 * a * a * bc * _others(n_k * n_k * rce) - 2.0 * a * _others(n_k * rce * rce)
+              + 2.0 * a * (mce + bc) * _others(n_k * rce) - 2.0 * a * bc * mce * _others(n_k)
+              - 2.0 * mce * _others(rce))
+        v = tf.maximum(zz, tf.zeros_like(zz)) / ((others - 1.0) * count)
+        nbar = nbar_k / count
+        axes = list(range(1, rank))
+        noise.append(tf.reduce_sum(nbar * v, axis=axes) if axes else nbar * v)
+        d2 = (b_k - me) ** 2
+        signal.append(tf.reduce_sum(nbar * d2, axis=axes) if axes else nbar * d2)
+    noise, signal = tf.add_n(noise), tf.add_n(signal)
+    full = noise >= signal
+    lam = tf.where(full, tf.ones_like(noise), noise / tf.where(full, tf.ones_like(signal), signal))
+    return tf.where(others >= 2.0, lam, tf.ones_like(lam))
+
+
+def _lambdas(shrinkage, n, b, nbar_num, r, mean, ep, count) -> tf.Tensor | float | None:
+    """The shrinkage of every episode (``[E_b]`` for ``auto``, a float, or None: off)."""
+    if shrinkage == "auto":
+        return _auto_lambda(n, b, nbar_num, r, mean, ep, count)
+    return float(shrinkage) if shrinkage else None
+
+
+def _shrunk(b: tf.Tensor, mean: tf.Tensor, lam) -> tf.Tensor:
+    """``(1 - lam) b + lam mean`` (``mean`` and a tensor ``lam`` ``[E_b]``, expanded)."""
+    if lam is None:
+        return b
+    rank = b.shape.rank
+    mean = _expand(mean, rank)
+    if isinstance(lam, float):
+        return (1.0 - lam) * b + lam * mean
+    lam = _expand(lam, rank)
+    return (1.0 - lam) * b + lam * mean
+
+
+def _scalar_episodic(spec, traced, ep, memory, shrinkage=None):
     scores = episode_scores(spec, traced, ep)
     n = tf.add_n([tf.reduce_sum(tf.square(g), axis=list(range(1, g.shape.rank))) for g in scores])
     r = ep.returns
     num_e, den_e = n * r, n
     others_count = memory.count + ep.num_episodes - 1.0
     fallback = _safe_div(memory.sum_r + _others(r), others_count)
-    b = _ratio_or(memory.num + _others(num_e), memory.den + _others(den_e), fallback)
+    den = memory.den + _others(den_e)
+    b = _ratio_or(memory.num + _others(num_e), den, fallback)
+    b = _shrunk(b, fallback, _lambdas(shrinkage, [n], [b], [den], r, fallback, ep,
+                                      others_count))
     s_num, s_den, s_r = tf.reduce_sum(num_e), tf.reduce_sum(den_e), tf.reduce_sum(r)
     count = memory.count + ep.num_episodes
     plug_in = _plug_in(s_num + memory.num, s_den + memory.den, s_r + memory.sum_r, count)
@@ -207,7 +266,7 @@ def _scalar_episodic(spec, traced, ep, memory):
     return r / ep.scale - b / ep.scale, None, plug_in, sums
 
 
-def _per_param(spec, traced, ep, memory):
+def _per_param(spec, traced, ep, memory, shrinkage=None):
     scores = episode_scores(spec, traced, ep)
     r = ep.returns
     others_count = memory.count + ep.num_episodes - 1.0
@@ -216,15 +275,21 @@ def _per_param(spec, traced, ep, memory):
     ascent, plug, s_num, s_den = [], [], [], []
     count = memory.count + ep.num_episodes
     s_r = tf.reduce_sum(r)
+    sqs, dens, bs = [], [], []
     for g, mn, md in zip(scores, m_num, m_den):
         rank = g.shape.rank
         sq = tf.square(g)
         num_e = sq * _expand(r, rank)
-        b = _ratio_or(mn + _others(num_e), md + _others(sq), _expand(fallback, rank))
-        ascent.append(tf.reduce_sum(g * (_expand(r, rank) - b), axis=0))
+        dens.append(md + _others(sq))
+        bs.append(_ratio_or(mn + _others(num_e), dens[-1], _expand(fallback, rank)))
+        sqs.append(sq)
         s_num.append(tf.reduce_sum(num_e, axis=0))
         s_den.append(tf.reduce_sum(sq, axis=0))
         plug.append(_plug_in(s_num[-1] + mn, s_den[-1] + md, s_r + memory.sum_r, count))
+    lam = _lambdas(shrinkage, sqs, bs, dens, r, fallback, ep, others_count)
+    for g, b in zip(scores, bs):
+        b = _shrunk(b, fallback, lam)
+        ascent.append(tf.reduce_sum(g * (_expand(r, g.shape.rank) - b), axis=0))
     sums = MemoryTensors(_flat(s_num, 0), _flat(s_den, 0), s_r, ep.num_episodes)
     return None, ascent, _flat(plug, 0), sums
 
@@ -322,7 +387,7 @@ def _time(spec, traced, ep, memory):
 
 def episodic_estimate(spec: PolicySpec, baseline: str, traced: LayerDeltas,
                       entropies: tf.Tensor, ep: EpisodeTensors, memory: MemoryTensors,
-                      decay: float, entropy_coef: float) -> EpisodicResult:
+                      decay: float, entropy_coef: float, shrinkage=None) -> EpisodicResult:
     """One update's estimate with an episodic optimal baseline, over the grid's cells.
 
     Args:
@@ -332,13 +397,14 @@ def episodic_estimate(spec: PolicySpec, baseline: str, traced: LayerDeltas,
       ep, memory: the batch's grid and the earlier batches' sums (module doc).
       decay: rho of the memory (``ReinforceConfig.baseline_memory``).
       entropy_coef: the loss's; the bonus's gradient is the twin's to add.
+      shrinkage: ``ReinforceConfig.baseline_shrinkage`` (the scalar and per-element ones).
     """
     weights = tf.reshape(ep.mask, [-1]) / ep.num_steps
     if baseline == "optimal_time":
         advantages, ascent, logged, sums, memory = _time(spec, traced, ep, memory)
     else:
         fit = _scalar_episodic if baseline == "optimal_scalar_episodic" else _per_param
-        advantages, ascent, logged, sums = fit(spec, traced, ep, memory)
+        advantages, ascent, logged, sums = fit(spec, traced, ep, memory, shrinkage)
         logged = tf.reduce_mean(logged)
     centre = tf.reduce_sum(ep.returns / ep.scale) / ep.num_episodes
     if advantages is None:  # the per-element ones: the surrogate at R_e - <R>
@@ -370,7 +436,8 @@ def estimate_from_args(spec: PolicySpec, config, traced: LayerDeltas, entropies:
     ep = EpisodeTensors(*grid)
     held = MemoryTensors(*memory[:4], horizon=memory[4] if len(memory) > 4 else None)
     return episodic_estimate(spec, config.baseline, traced, entropies, ep, held,
-                             config.baseline_memory, config.entropy_coef)
+                             config.baseline_memory, config.entropy_coef,
+                             config.baseline_shrinkage)
 
 
 def memory_list(memory: MemoryTensors) -> list[tf.Tensor]:

@@ -129,25 +129,27 @@ class _Fit:
     b_loo: list[np.ndarray] | None  # scalar episodic: b^(-e) [E_r] per local replica
 
 
-def _scalar_episodic_fit(rows, replicas, memory, reduce, num_episodes) -> _Fit:
+def _scalar_episodic_fit(rows, replicas, memory, reduce, num_episodes, shrinkage) -> _Fit:
     scores = [episode_scores(g, r.lengths) for g, r in zip(rows, replicas)]
     terms = [scalar_terms(s, r.returns) for s, r in zip(scores, replicas)]
     prior = None if memory is None or memory.sums is None else as_vector(memory.sums)
-    loo = leave_one_out(*zip(*terms), prior, reduce)
+    loo = leave_one_out(*zip(*terms), prior, reduce, shrinkage)
     return _Fit(ascent=None, baseline=float(loo.plug_in[0]), sums=as_scalar(loo.sums),
                 b_loo=[x[:, 0] for x in loo.per_replica])
 
 
-def _per_param_fit(rows, replicas, memory, reduce, num_episodes) -> _Fit:
+def _per_param_fit(rows, replicas, memory, reduce, num_episodes, shrinkage) -> _Fit:
     scores = [episode_scores(g, r.lengths) for g, r in zip(rows, replicas)]
     terms = [per_param_terms(s, r.returns) for s, r in zip(scores, replicas)]
-    loo = leave_one_out(*zip(*terms), None if memory is None else memory.sums, reduce)
+    loo = leave_one_out(*zip(*terms), None if memory is None else memory.sums, reduce,
+                        shrinkage)
     (ascent,) = reduce.sum([[np.sum(s * (t[2] - x), axis=0)]
                             for s, t, x in zip(scores, terms, loo.per_replica)])
     return _Fit(ascent=ascent, baseline=loo.plug_in, sums=loo.sums, b_loo=None)
 
 
-def _time_fit(rows, replicas, memory, reduce, num_episodes) -> _Fit:
+def _time_fit(rows, replicas, memory, reduce, num_episodes, shrinkage) -> _Fit:
+    # ReinforceConfig refuses baseline_shrinkage with optimal_time.
     horizon = max(int(reduce.max([int(r.lengths.max(initial=0)) for r in replicas])),
                   0 if memory is None else memory.horizon)
     ascent, b, sums = time_estimate(
@@ -203,7 +205,8 @@ def estimate(batches: Sequence[Batch], config, spec, per_sample_gradients: PerSa
         raise no_episode_error(config, replicas, batches[0], reduce)
     scale = return_scale(replicas, num_valid, total, reduce) if config.normalize_returns else 1.0
     rows, shapes = _gradient_rows(replicas, per_sample_gradients, shapes)
-    fit = _FITS[config.baseline](rows, replicas, memory, reduce, num_episodes)
+    fit = _FITS[config.baseline](rows, replicas, memory, reduce, num_episodes,
+                                 config.baseline_shrinkage)
     ascent, centre = None, None
     if fit.ascent is not None:
         ascent = unflatten(fit.ascent / (num_steps * scale), shapes)

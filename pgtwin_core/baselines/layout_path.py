@@ -17,6 +17,7 @@ import numpy as np
 from pgtwin_core.baseline_memory import HeldMemory
 from pgtwin_core.baselines.episode_layout import EpisodeLayout, episode_layout
 from pgtwin_core.baselines.estimator import skipped_update_metrics
+from pgtwin_core.config import SHRINKABLE_BASELINES
 from pgtwin_core.errors import NoCompleteEpisodeError
 from pgtwin_core.rollout import Batch
 from pgtwin_core.update_path import PolicyFn
@@ -24,21 +25,33 @@ from pgtwin_core.update_path import PolicyFn
 MIN_EPISODES = 32
 """Below this many complete episodes a batch, a ratio baseline estimated from the other
 episodes adds more variance than it removes on the envs measured (docs/baselines.md,
-"When the episodic baselines pay off"): the path warns once."""
+"When the episodic baselines pay off"): the path warns once, for ``optimal_scalar_episodic``
+and ``optimal_per_param`` without ``baseline_shrinkage`` (``optimal_time`` paid off at 8
+episodes; shrinkage is the fix). A warning, not a refusal: the estimate stays unbiased."""
 
 
 class FewEpisodesWarning(UserWarning):
     """An episodic optimal baseline fitted on fewer than ``MIN_EPISODES`` episodes a batch."""
 
 
-def few_episodes_message(baseline: str, num_episodes: int, memory: float) -> str:
+def warns_below_min_episodes(config) -> bool:
+    """Whether ``config``'s baseline is one the few-episodes warning is about."""
+    return config.baseline in SHRINKABLE_BASELINES and not config.baseline_shrinkage
+
+
+def few_episodes_message(baseline: str, num_episodes: int, memory: float,
+                         num_envs: int | None = None, num_steps: int | None = None) -> str:
     """What :class:`FewEpisodesWarning` says: the count, why it matters and the fixes."""
+    rollout = ("" if num_envs is None else
+               f" (this batch: {num_envs} envs x {num_steps} steps)")
     return (f"baseline={baseline!r} is estimated from {num_episodes} complete episodes in "
             f"this batch (fewer than {MIN_EPISODES}): a ratio fitted on so few other episodes "
             "is noisier than the mean baseline it replaces (measured 1.03-1.28x its variance "
             "at 7-13 episodes, docs/baselines.md). Collect more episodes per batch "
-            "(ReinforceConfig.num_envs), keep a longer memory (baseline_memory, now "
-            f"{memory:g}), or use baseline='mean' or 'optimal_time'")
+            f"(raise ReinforceConfig.num_envs or num_steps{rollout}), shrink the ratio towards "
+            "the mean (baseline_shrinkage='auto', pgtwin train --baseline-shrinkage auto), "
+            f"keep a longer memory (baseline_memory, now {memory:g}), or use baseline='mean' "
+            "or 'optimal_time'")
 
 
 def layout_args(layout: EpisodeLayout, dtype: str) -> tuple[np.ndarray, ...]:
@@ -84,10 +97,13 @@ class LayoutPath:
         layout = episode_layout(batch, self.config, self.spec,
                                 one_chunk_per_episode=self.config.baseline == "optimal_time",
                                 min_horizon=self.memory.horizon)
-        if layout.num_episodes < MIN_EPISODES and not self._warned:
+        if (layout.num_episodes < MIN_EPISODES and not self._warned
+                and warns_below_min_episodes(self.config)):
             self._warned = True
-            warnings.warn(few_episodes_message(self.config.baseline, layout.num_episodes,
-                                               self.config.baseline_memory),
+            c = self.config
+            warnings.warn(few_episodes_message(c.baseline, layout.num_episodes,
+                                               c.baseline_memory, batch.num_envs,
+                                               batch.num_steps),
                           FewEpisodesWarning, stacklevel=3)
         return layout
 

@@ -26,6 +26,7 @@ import numpy as np
 from pgtwin_core.baseline_memory import EpisodeSums
 from pgtwin_core.baselines.gradient_rows import cumsum_rows
 from pgtwin_core.baselines.replica_sums import ONE_DEVICE, ReplicaSums
+from pgtwin_core.baselines.shrinkage import AUTO, auto_lambda, episode_terms, shrunk
 
 NO_MEMORY = EpisodeSums(num=0.0, den=0.0, sum_r=0.0, count=0.0)
 
@@ -60,7 +61,7 @@ class LeaveOneOut:
 
 def leave_one_out(num_terms: Sequence[np.ndarray], den_terms: Sequence[np.ndarray],
                   returns: Sequence[np.ndarray], prior: EpisodeSums | None,
-                  reduce: ReplicaSums = ONE_DEVICE) -> LeaveOneOut:
+                  reduce: ReplicaSums = ONE_DEVICE, shrinkage=None) -> LeaveOneOut:
     """The leave-one-out ratio baselines (module doc) of every local replica's episodes.
 
     The other replicas' episodes enter as all-reduced sums, ``global - own replica's``
@@ -72,6 +73,9 @@ def leave_one_out(num_terms: Sequence[np.ndarray], den_terms: Sequence[np.ndarra
       returns: per local replica, float64 ``[E_r, 1]``: R_e.
       prior: the memory's sums (``[K]``) or None.
       reduce: the sums over replicas (``pgtwin_core.baselines.replica_sums``).
+      shrinkage: ``ReinforceConfig.baseline_shrinkage``: None or 0 (the ratio), lambda in
+        (0, 1] or ``"auto"``: shrunk towards the leave-one-out mean
+        (``pgtwin_core.baselines.shrinkage``).
     """
     local = [[n.sum(axis=0), d.sum(axis=0), r.sum(), np.float64(r.shape[0])]
              for n, d, r in zip(num_terms, den_terms, returns)]
@@ -81,12 +85,27 @@ def leave_one_out(num_terms: Sequence[np.ndarray], den_terms: Sequence[np.ndarra
     plug_in = ratio_or(total.num, total.den, total.sum_r / total.count)
     prior = NO_MEMORY if prior is None else prior
     others_count = prior.count + sums.count - 1
-    per_replica = []
+    per_replica, means, den_others = [], [], []
     for n, d, r, (own_num, own_den, own_r, _) in zip(num_terms, den_terms, returns, local):
         others_r = prior.sum_r + (s_r - own_r) + others(r)
         fallback = others_r / others_count if others_count > 0 else np.zeros_like(r)
-        per_replica.append(ratio_or(prior.num + (s_num - own_num) + others(n),
-                                    prior.den + (s_den - own_den) + others(d), fallback))
+        den_others.append(prior.den + (s_den - own_den) + others(d))
+        per_replica.append(ratio_or(prior.num + (s_num - own_num) + others(n), den_others[-1],
+                                    fallback))
+        means.append(fallback)
+    if shrinkage == AUTO:
+        centre = s_r / sums.count
+        terms = [episode_terms(d, r, centre) for d, r in zip(den_terms, returns)]
+        names = sorted(terms[0])
+        own = [[t[k].sum(axis=0) for k in names] for t in terms]
+        total = dict(zip(names, reduce.sum(own)))
+        per_replica = [
+            shrunk(b, m, auto_lambda(
+                {k: total[k] - o + others(t[k]) for k, o in zip(names, own_k)}, b, m, dn,
+                others_count, sums.count - 1, centre))
+            for b, m, dn, t, own_k in zip(per_replica, means, den_others, terms, own)]
+    elif shrinkage:
+        per_replica = [shrunk(b, m, float(shrinkage)) for b, m in zip(per_replica, means)]
     return LeaveOneOut(per_replica=per_replica, plug_in=plug_in, sums=sums)
 
 

@@ -16,8 +16,8 @@ from pgtwin_core.parallel_rollout import COLLECTIONS
 from pgtwin_core.schedules import LR_SCHEDULES
 from pgtwin_core.specs import TORSOS
 from pgtwin.cli.argument_types import (finite_number, hidden_sizes, non_negative_float,
-                                       non_negative_int, positive_float, positive_int,
-                                       unit_interval)
+                                       non_negative_int, number_or_auto, positive_float,
+                                       positive_int, unit_interval)
 from pgtwin.train.distributed import STRATEGIES
 from pgtwin.train.skipped_updates import MAX_CONSECUTIVE_SKIPS
 from pgtwin.twins import IMPLS
@@ -41,6 +41,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline-memory", type=finite_number, default=None, metavar="RHO",
                    help="decay in [0, 1) of earlier batches' sums in the episodic baselines "
                         "(default 0.5; 0: this batch only)")
+    p.add_argument("--baseline-shrinkage", type=number_or_auto, default=None,
+                   metavar="LAMBDA",
+                   help="optimal_scalar_episodic / optimal_per_param: shrink the ratio "
+                        "baseline towards the mean, LAMBDA in [0, 1] or auto (default off; "
+                        "docs/baselines.md)")
     p.add_argument("--gpomdp", action=argparse.BooleanOptionalAction, default=None,
                    help="weight step t's term by gamma^t (GPOMDP; with none, mean, time_mean "
                         "or value; default off)")
@@ -137,6 +142,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 GIVEN = {"seed": "seed", "steps": "total_steps", "num_envs": "num_envs",
          "num_steps": "num_steps", "lr": "learning_rate", "gamma": "gamma",
          "optimizer": "optimizer", "baseline": "baseline", "baseline_memory": "baseline_memory",
+         "baseline_shrinkage": "baseline_shrinkage",
          "normalize_returns": "normalize_returns", "entropy_coef": "entropy_coef",
          "gpomdp": "gpomdp", "value_hidden": "value_hidden", "value_lr": "value_learning_rate",
          "value_fit_steps": "value_fit_steps", "value_fit": "value_fit",
