@@ -61,12 +61,14 @@ def _close():
 def aggregated(a):
     """``(obs, actions, adv, w) -> [grad, ...]``: one gradient of the REINFORCE loss over the
     batch, by the fastest path each twin has, so that no ratio flatters the per-sample side:
-    a direct Session callable (graph; without XLA, which measured slower for it here), and
+    a direct Session callable run in the calling thread (graph; without XLA, which measured
+    slower for it here; the calling thread measured faster than the Session's pool), and
     an XLA-compiled ``tf.function`` through its direct callable (eager), the same call paths
     the per-sample methods take."""
     if a.impl == "graph":
         return direct_callable_graph(a.session, a.grads,
-                                     [a.obs_ph, a.actions_ph, a.advantages_ph, a.weights_ph])
+                                     [a.obs_ph, a.actions_ph, a.advantages_ph, a.weights_ph],
+                                     caller_thread=True)
     s = batch_signatures(a.spec, a.config.dtype)
     fn = tf.function(a.weighted_loss.loss_and_grads, autograph=False,
                      input_signature=[s["obs"], s["actions"], s["vector"], s["vector"]],
@@ -96,10 +98,11 @@ def write_floor(a, rows: bool = False):
                                 tf.concat([tf.shape(obs)[:1], shape], axis=0))
                 for shape in shapes]
 
-    if a.impl == "graph":
+    if a.impl == "graph":  # called as the graph twin calls its compiled per-sample ops
         with a.graph.as_default():
             fetch = xla_compiled_graph(fill, [a.obs_ph, a.actions_ph])
-        return direct_callable_graph(a.session, fetch, [a.obs_ph, a.actions_ph])
+        return direct_callable_graph(a.session, fetch, [a.obs_ph, a.actions_ph],
+                                     caller_thread=True)
     s = batch_signatures(a.spec, a.config.dtype)
     call = direct_callable_eager(tf.function(fill, autograph=False, jit_compile=True,
                                              input_signature=[s["obs"], s["actions"]]))

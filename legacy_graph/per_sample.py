@@ -105,9 +105,10 @@ class PerSampleGradients:
     size; each is run through a direct Session callable. With ``config.jit_compile`` (the
     default) the ``vectorized`` and ``analytic`` ops are built by ``xla_compiled``: one XLA
     cluster each (at B = 2048 both ran ~1.5x faster; at B = 32 ``analytic`` 2.4x, as the
-    plain graph's oneDNN einsum is slow on small batches). XLA compiles once per input
-    shape, so their rows are padded up to ``pgtwin_core.row_buckets.bucket_size`` and the
-    padding sliced off the outputs. ``loop``, the reference, and the ghost norms stay plain.
+    plain graph's oneDNN einsum is slow on small batches), run in the calling thread. XLA
+    compiles once per input shape, so their rows are padded up to
+    ``pgtwin_core.row_buckets.bucket_size`` and the padding sliced off the outputs. ``loop``,
+    the reference, and the ghost norms stay plain.
     """
 
     def __init__(self, agent):
@@ -134,7 +135,11 @@ class PerSampleGradients:
                     fetch = xla_compiled(bodies[key], list(args))
                 else:
                     fetch = bodies[key](*args)
-            self._fns[key] = direct_callable(a.session, fetch, list(args))
+            # A compiled key is one XLA op: run in the calling thread, it loses no
+            # inter-op parallelism and saves the hand-off to the Session's pool and back,
+            # which on a busy machine waits for that thread to be scheduled.
+            self._fns[key] = direct_callable(a.session, fetch, list(args),
+                                             caller_thread=self._compiled(key))
         return self._fns[key]
 
     def _compiled(self, key: str) -> bool:
