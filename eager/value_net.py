@@ -14,9 +14,10 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin_core.config import ReinforceConfig
-from pgtwin_core.value_spec import ValueSpec, check_value_weights, init_value_weights, value_spec
+from pgtwin_core.value_spec import (STATS, ValueSpec, check_value_weights, init_value_weights,
+                                    value_spec)
 
-from pgtwin.mode_agnostic.value_net import value_loss, values
+from pgtwin.mode_agnostic.value_net import standardised_values, value_loss, values
 
 from eager.gradient_step import checked_gradients, guarded_apply
 from eager.optimizers import make_optimizer
@@ -39,6 +40,10 @@ class ValueNet(tf.Module):
         weights = check_value_weights(vspec, weights, dtype=config.dtype)
         self.variables_by_name = {n: tf.Variable(weights[n], name=n)
                                   for n in vspec.weight_shapes()}
+        """The trained weights by canonical name."""
+        self.stats_by_name = {n: tf.Variable(weights[n], name=n, trainable=False) for n in STATS}
+        """``value/return_mean``, ``value/return_std``: set, not trained."""
+        self.all_variables = {**self.variables_by_name, **self.stats_by_name}
         self.optimizer = make_optimizer(
             config.replace(learning_rate=config.value_learning_rate),
             name=f"value_{config.optimizer}")
@@ -53,11 +58,12 @@ class ValueNet(tf.Module):
 
     # ------------------------------------------------------------ traced bodies
     def _values(self, obs, tau):
-        return values(self.vspec, self.variables_by_name, obs, tau)
+        return values(self.vspec, self.all_variables, obs, tau)
 
     def _loss_and_grads(self, obs, tau, targets, weights):
         with tf.GradientTape() as tape:
-            loss = value_loss(self._values(obs, tau), targets, weights)
+            z = standardised_values(self.vspec, self.variables_by_name, obs, tau)
+            loss = value_loss(z, targets, weights)
         return loss, checked_gradients(tape, loss, self.variables_by_name)
 
     def _fit_step(self, obs, tau, targets, weights):
@@ -72,11 +78,12 @@ class ValueNet(tf.Module):
 
     # ------------------------------------------------------------ ValueNet
     def predict(self, obs: np.ndarray, tau: np.ndarray) -> np.ndarray:
-        """V ``[B]`` in ``config.dtype`` of ``obs [B, *obs_shape]``, ``tau [B]`` (that dtype)."""
+        """V ``[B]`` in ``config.dtype`` (raw units) of ``obs [B, *obs_shape]``, ``tau [B]``."""
         return self._values_fn(obs, tau).numpy()
 
     def fit_step(self, obs, tau, targets, weights) -> tuple[float, bool]:
-        """One guarded optimizer step on the value loss: ``(loss before the step, applied)``."""
+        """One guarded optimizer step on the value loss at standardised ``targets``:
+        ``(loss before the step, applied)``."""
         loss, applied = self._fit_fn(obs, tau, targets, weights)
         return float(loss), bool(applied)
 
@@ -86,14 +93,19 @@ class ValueNet(tf.Module):
         loss, grads = self._loss_fn(obs, tau, targets, weights)
         return float(loss), {n: g.numpy() for n, g in zip(self.variables_by_name, grads)}
 
+    def set_target_stats(self, mean: float, std: float) -> None:
+        """Set ``value/return_mean`` and ``value/return_std`` (std > 0)."""
+        self.set_weights({**self.get_weights(), "value/return_mean": np.array([mean]),
+                          "value/return_std": np.array([std])})
+
     def get_weights(self) -> dict[str, np.ndarray]:
-        """Current weights by canonical name."""
-        return {n: v.numpy() for n, v in self.variables_by_name.items()}
+        """Current values of every variable (weights and statistics) by canonical name."""
+        return {n: v.numpy() for n, v in self.all_variables.items()}
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Load weights (checked against the spec)."""
+        """Load every variable (checked against the spec)."""
         weights = check_value_weights(self.vspec, weights, dtype=self._dtype)
-        for n, v in self.variables_by_name.items():
+        for n, v in self.all_variables.items():
             v.assign(weights[n])
 
 

@@ -16,9 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin_core.config import ReinforceConfig
-from pgtwin_core.value_spec import ValueSpec, check_value_weights, init_value_weights, value_spec
+from pgtwin_core.value_spec import (STATS, ValueSpec, check_value_weights, init_value_weights,
+                                    value_spec)
 
-from pgtwin.mode_agnostic.value_net import value_loss, values
+from pgtwin.mode_agnostic.value_net import standardised_values, value_loss, values
 
 from legacy_graph import network
 from legacy_graph.gradient_step import checked_gradients, guarded_apply
@@ -44,22 +45,33 @@ class ValueNet:
         dtype = config.dtype
         with session.graph.as_default():
             self.variables = network.create_variables(vspec, dtype)
+            """The trained weights by canonical name."""
+            self.stats = {}
+            """``value/return_mean``, ``value/return_std``: set, not trained."""
+            for name in STATS:
+                with tf1.variable_scope("value", reuse=tf1.AUTO_REUSE):
+                    self.stats[name] = tf1.get_variable(
+                        name.split("/")[1], shape=(1,), dtype=dtype, trainable=False,
+                        initializer=tf1.zeros_initializer())
+            self.all_variables = {**self.variables, **self.stats}
             self.obs_ph = tf1.placeholder(dtype, [None, *vspec.obs_shape], name="value_obs")
             self.tau_ph = tf1.placeholder(dtype, [None], name="value_tau")
             self.targets_ph = tf1.placeholder(dtype, [None], name="value_targets")
             self.weights_ph = tf1.placeholder(dtype, [None], name="value_weights")
-            self.values = values(vspec, self.variables, self.obs_ph, self.tau_ph)
-            self.loss = value_loss(self.values, self.targets_ph, self.weights_ph)
+            self.values = values(vspec, self.all_variables, self.obs_ph, self.tau_ph)
+            z = standardised_values(vspec, self.variables, self.obs_ph, self.tau_ph)
+            self.loss = value_loss(z, self.targets_ph, self.weights_ph)
             self.grads = checked_gradients(self.loss, self.variables)
             with tf1.name_scope("value_optimizer"):
                 self.optimizer = make_optimizer(
                     config.replace(learning_rate=config.value_learning_rate), dtype)
                 self.train_op, self.applied = guarded_apply(
                     self.optimizer, self.variables, self.grads, self.loss, None)
-            self.weight_phs = {n: tf1.placeholder(dtype, v.shape) for n, v in self.variables.items()}
+            self.weight_phs = {n: tf1.placeholder(dtype, v.shape)
+                               for n, v in self.all_variables.items()}
             self.assign_op = tf.group(*[v.assign(self.weight_phs[n])
-                                        for n, v in self.variables.items()])
-            own = list(self.variables.values()) + self.optimizer.variables()
+                                        for n, v in self.all_variables.items()])
+            own = list(self.all_variables.values()) + self.optimizer.variables()
             session.run(tf1.variables_initializer(own))
         feeds = [self.obs_ph, self.tau_ph, self.targets_ph, self.weights_ph]
         self._values_call = direct_callable(session, [self.values], [self.obs_ph, self.tau_ph])
@@ -69,11 +81,12 @@ class ValueNet:
         self.set_weights(weights)
 
     def predict(self, obs: np.ndarray, tau: np.ndarray) -> np.ndarray:
-        """V ``[B]`` in ``config.dtype`` of ``obs [B, *obs_shape]``, ``tau [B]`` (that dtype)."""
+        """V ``[B]`` in ``config.dtype`` (raw units) of ``obs [B, *obs_shape]``, ``tau [B]``."""
         return self._values_call(obs, tau)[0]
 
     def fit_step(self, obs, tau, targets, weights) -> tuple[float, bool]:
-        """One guarded optimizer step on the value loss: ``(loss before the step, applied)``."""
+        """One guarded optimizer step on the value loss at standardised ``targets``:
+        ``(loss before the step, applied)``."""
         loss, applied = self._fit_call(obs, tau, targets, weights)
         return float(loss), bool(applied)
 
@@ -83,14 +96,21 @@ class ValueNet:
         loss, *grads = self._loss_call(obs, tau, targets, weights)
         return float(loss), dict(zip(self.variables, grads))
 
+    def set_target_stats(self, mean: float, std: float) -> None:
+        """Set ``value/return_mean`` and ``value/return_std`` (std > 0)."""
+        self.set_weights({**self.get_weights(), "value/return_mean": np.array([mean]),
+                          "value/return_std": np.array([std])})
+
     def get_weights(self) -> dict[str, np.ndarray]:
-        """Current weights by canonical name."""
-        return dict(zip(self.variables, self._session.run(list(self.variables.values()))))
+        """Current values of every variable (weights and statistics) by canonical name."""
+        names = list(self.all_variables)
+        return dict(zip(names, self._session.run([self.all_variables[n] for n in names])))
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Load weights (checked against the spec)."""
+        """Load every variable (checked against the spec)."""
         weights = check_value_weights(self.vspec, weights, dtype=self._dtype)
-        self._session.run(self.assign_op, {self.weight_phs[n]: weights[n] for n in self.variables})
+        self._session.run(self.assign_op,
+                          {self.weight_phs[n]: weights[n] for n in self.all_variables})
 
 
 def agent_value_net(agent) -> ValueNet:

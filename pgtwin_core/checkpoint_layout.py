@@ -35,7 +35,7 @@ def agent_layout(spec: PolicySpec, config: ReinforceConfig) -> CheckpointLayout:
     (``pgtwin_core.value_spec``; its optimizer is of the policy's kind)."""
     shapes = dict(spec.weight_shapes())
     if config.baseline == "value":
-        shapes.update(value_spec(spec, config).weight_shapes())
+        shapes.update(value_spec(spec, config).variable_shapes())
     return CheckpointLayout(
         variables={name: (shape, config.dtype) for name, shape in shapes.items()},
         optimizer=config.optimizer)

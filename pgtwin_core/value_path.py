@@ -3,9 +3,10 @@
 
 "REINFORCE with baseline" (Williams 1992; Sutton & Barto 13.4; TF-Agents'
 ``ReinforceAgent(value_network=...)``): ``A_i = d_i (G_i - V(s_i, tau_i)) / s``
-(``pgtwin_core.advantages``), V fitted by its own optimizer to the raw reward-to-go G on the
-valid steps, ``0.5 sum_i w_i (V_i - G_i)^2``, ``config.value_fit_steps`` full-batch steps
-per update. ``config.value_fit``:
+(``pgtwin_core.advantages``), V fitted by its own optimizer to the reward-to-go G on the
+valid steps, standardised by the fitted batch's mean and std (which the net keeps to scale
+V back: ``pgtwin_core.value_spec``): ``0.5 sum_i w_i (z_i - (G_i - m) / sd)^2``,
+``config.value_fit_steps`` full-batch steps per update. ``config.value_fit``:
 
     after    A from the net fitted on the earlier batches, then one fit on this batch: the
              baseline is independent of this batch's actions, the estimate unbiased
@@ -39,7 +40,11 @@ class ValueNet(Protocol):
         """V ``[B]``."""
 
     def fit_step(self, obs, tau, targets, weights) -> tuple[float, bool]:
-        """One guarded optimizer step on the value loss: ``(loss before it, applied)``."""
+        """One guarded optimizer step on the value loss at standardised ``targets``:
+        ``(loss before it, applied)``."""
+
+    def set_target_stats(self, mean: float, std: float) -> None:
+        """Set the statistics V is scaled back with (``value/return_mean``, ``_std``)."""
 
     def loss_and_gradients(self, obs, tau, targets, weights) -> tuple[float, Grads]:
         """The value loss and its gradient by weight name (nothing applied)."""
@@ -68,9 +73,17 @@ class ValueInputs:
         self.weights = (valid / valid.sum()).astype(dtype)
         """``[B]``: ``valid / num_valid``."""
 
-    def args(self) -> tuple[np.ndarray, ...]:
-        """``(obs, tau, targets, weights)``: a ``ValueNet``'s loss arguments."""
-        return self.obs, self.tau, self.targets, self.weights
+    def standardised(self) -> tuple[float, float, tuple[np.ndarray, ...]]:
+        """``(m, sd, (obs, tau, y, weights))``: the targets' mean and std over the valid steps
+        (sd = 1 for constant targets) and a ``ValueNet``'s loss arguments at
+        ``y = (G - m) / sd`` (0 on autoreset steps)."""
+        valid = self.weights > 0
+        g = self.targets.astype(np.float64)
+        mean = float(g[valid].mean())
+        std = float(np.sqrt(np.mean(np.square(g[valid] - mean))))
+        std = std if std > 0 else 1.0
+        y = np.where(valid, (g - mean) / std, 0.0).astype(self.targets.dtype)
+        return mean, std, (self.obs, self.tau, y, self.weights)
 
 
 class ValueBaselinePath:
@@ -108,13 +121,17 @@ class ValueBaselinePath:
         return training_inputs(batch, self.config, self.spec, g, baseline=v)
 
     def fit(self, fed: ValueInputs) -> tuple[float, float, bool]:
-        """``config.value_fit_steps`` guarded steps: ``(loss before, loss after, all applied)``."""
+        """Set the net's statistics to this batch's, then ``config.value_fit_steps`` guarded
+        steps on the standardised targets: ``(loss before, loss after, all applied)``, in
+        standardised units."""
+        mean, std, args = fed.standardised()
+        self.value_net.set_target_stats(mean, std)
         first, applied = None, True
         for _ in range(self.config.value_fit_steps):
-            loss, ok = self.value_net.fit_step(*fed.args())
+            loss, ok = self.value_net.fit_step(*args)
             first = loss if first is None else first
             applied = applied and ok
-        after, _ = self.value_net.loss_and_gradients(*fed.args())
+        after, _ = self.value_net.loss_and_gradients(*args)
         return first, after, applied
 
     def fit_on(self, batch: Batch) -> tuple[float, float, bool]:

@@ -8,11 +8,17 @@ they do the policy (``pgtwin_core.specs``). Network (TF ops once, in
     mlp : x = concat(obs, tau)                        [B, obs_dim + 1]
     lstm: x = concat(LSTM(obs window), tau)           [B, units + 1]   (the policy's LSTM)
           x = act(x @ dense_i/kernel + dense_i/bias)  for each dense size
-    head: V = x @ head/kernel + head/bias             [B]
+    head: z = x @ head/kernel + head/bias             [B]
+    V = return_mean + return_std * z                  (the targets' scale, not trained)
 
 ``tau = t / value_horizon`` is the time feature (t the step's index in its episode,
 ``pgtwin_core.episode_time``): with a time limit the reward-to-go of a state depends on the
 steps left, so the value must see t; without one (``value_horizon = 0``) tau is 0.
+
+The net is trained on standardised targets ``(G - return_mean) / return_std``, the two
+statistics set from the batch it is fitted on (``pgtwin_core.value_path``) and kept as
+untrained variables: on raw CartPole returns (tens) the tanh units saturated chasing the
+mean and V collapsed to a constant (docs/baselines.md).
 """
 from __future__ import annotations
 
@@ -40,11 +46,19 @@ class ValueSpec(Torso):
     """``tanh`` or ``relu`` (the policy's)."""
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Canonical weight names in creation order, with their shapes."""
+        """The trained weights' canonical names in creation order, with their shapes."""
         shapes, width = self.torso_shapes("value", extra_inputs=1)  # + the time feature
         shapes["value/head/kernel"] = (width, 1)
         shapes["value/head/bias"] = (1,)
         return shapes
+
+    def variable_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every variable of the value net: the trained weights, then ``STATS``."""
+        return {**self.weight_shapes(), **{name: (1,) for name in STATS}}
+
+
+STATS = ("value/return_mean", "value/return_std")
+"""The targets' statistics V is scaled back with (module doc): not trained, checkpointed."""
 
 
 def value_spec(spec: PolicySpec, config: ReinforceConfig) -> ValueSpec:
@@ -58,10 +72,10 @@ def value_spec(spec: PolicySpec, config: ReinforceConfig) -> ValueSpec:
 def init_value_weights(vspec: ValueSpec, seed: int = 0, *, dtype: str) -> dict[str, np.ndarray]:
     """Initial weights by canonical name, in ``dtype``: orthogonal kernels (gain sqrt(2)
     hidden, 1 for the head, as Stable-Baselines3's value head), zero biases, the LSTM
-    forget-gate bias at 1. Drawn from ``default_rng((seed, 1))``: the policy's seed, a
+    forget-gate bias at 1; the statistics at 0 and 1. Drawn from ``default_rng((seed, 1))``: the policy's seed, a
     stream of its own (the policy's weights do not change when a value net is added)."""
     rng = np.random.default_rng((seed, 1))
-    weights = {}
+    weights = {"value/return_mean": np.zeros(1, dtype), "value/return_std": np.ones(1, dtype)}
     for name, shape in vspec.weight_shapes().items():
         if name.endswith("bias"):
             value = np.zeros(shape)
@@ -71,14 +85,14 @@ def init_value_weights(vspec: ValueSpec, seed: int = 0, *, dtype: str) -> dict[s
         else:
             value = orthogonal(rng, shape, 1.0 if name.startswith("value/head") else np.sqrt(2.0))
         weights[name] = value.astype(dtype)
-    return weights
+    return {n: weights[n] for n in vspec.variable_shapes()}
 
 
 def check_value_weights(vspec: ValueSpec, weights: dict[str, np.ndarray], *,
                         dtype: str) -> dict[str, np.ndarray]:
     """``weights`` cast to ``dtype``; ``ValueError`` listing the missing, extra, misshapen or
     non-finite ones."""
-    shapes = vspec.weight_shapes()
+    shapes = vspec.variable_shapes()
     problems = [f"missing {n}" for n in shapes if n not in weights]
     problems += [f"extra {n}" for n in weights if n not in shapes]
     problems += [f"{n}: expected {shapes[n]}, got {tuple(np.shape(weights[n]))}"
@@ -86,6 +100,9 @@ def check_value_weights(vspec: ValueSpec, weights: dict[str, np.ndarray], *,
     problems += [f"{n} holds non-finite values" for n in shapes if n in weights
                  and tuple(np.shape(weights[n])) == shapes[n]
                  and not np.all(np.isfinite(weights[n]))]
+    if "value/return_std" in weights and np.all(np.isfinite(weights["value/return_std"])) \
+            and np.any(np.asarray(weights["value/return_std"]) <= 0):
+        problems.append("value/return_std must be > 0")
     if problems:
         raise ValueError("value weights do not match the ValueSpec: " + "; ".join(problems))
     return {n: np.asarray(weights[n], dtype) for n in shapes}

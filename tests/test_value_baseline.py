@@ -44,11 +44,17 @@ def batch() -> Batch:
                  episode_lengths=np.array([2]), episode_steps=steps)
 
 
-def numpy_values(weights, obs, tau):
-    """The oracle: V = head(tanh([obs, tau] @ W0 + b0))."""
+def numpy_z(weights, obs, tau):
+    """The oracle of the standardised output: z = head(tanh([obs, tau] @ W0 + b0))."""
     x = np.concatenate([obs, tau[:, None]], axis=1)
     h = np.tanh(x @ weights["value/dense_0/kernel"] + weights["value/dense_0/bias"])
     return (h @ weights["value/head/kernel"] + weights["value/head/bias"])[:, 0]
+
+
+def numpy_values(weights, obs, tau):
+    """V = return_mean + return_std * z."""
+    return (weights["value/return_mean"][0]
+            + weights["value/return_std"][0] * numpy_z(weights, obs, tau))
 
 
 def test_value_spec_names_and_shapes():
@@ -56,6 +62,8 @@ def test_value_spec_names_and_shapes():
     assert value_spec(SPEC, config()).weight_shapes() == {
         "value/dense_0/kernel": (3, 3), "value/dense_0/bias": (3,),
         "value/head/kernel": (3, 1), "value/head/bias": (1,)}
+    assert list(value_spec(SPEC, config()).variable_shapes())[4:] == [
+        "value/return_mean", "value/return_std"]
     # LSTM of 4 units over a 3-step window of 2 features, then the time feature.
     lstm = PolicySpec("categorical", (3, 2), 2, torso="lstm", hidden=(4,))
     assert value_spec(lstm, config(value_hidden=(4, 5))).weight_shapes() == {
@@ -81,18 +89,28 @@ def test_values_match_numpy_and_gradients_match_finite_differences(impl):
                                                      dtype="float64")["value/head/kernel"])
     g = discounted_returns(b.rewards, b.terminated, b.truncated, 0.99)
     fed = ValueInputs(b, config(), SPEC, g)
+    mean, std, args = fed.standardised()
+    # y = (G - m) / sd over the 9 valid steps (population std), 0 on the autoreset step.
+    valid = b.valid.reshape(-1)
+    g_valid = g.reshape(-1)[valid]
+    np.testing.assert_allclose([mean, std], [g_valid.mean(), g_valid.std()], rtol=1e-12)
+    np.testing.assert_allclose(args[2][valid], (g_valid - g_valid.mean()) / g_valid.std(),
+                               rtol=1e-12)
+    net.set_target_stats(mean, std)
     weights = net.get_weights()
     np.testing.assert_allclose(net.predict(fed.obs, fed.tau),
                                numpy_values(weights, fed.obs, fed.tau), rtol=1e-12)
 
-    def loss(w):  # 0.5 sum_i w_i (V_i - G_i)^2 over the 9 valid steps
-        return 0.5 * np.sum(fed.weights * (numpy_values(w, fed.obs, fed.tau) - fed.targets) ** 2)
+    def loss(w):  # 0.5 sum_i w_i (z_i - y_i)^2 over the 9 valid steps
+        return 0.5 * np.sum(fed.weights * (numpy_z(w, fed.obs, fed.tau) - args[2]) ** 2)
 
-    value, grads = net.loss_and_gradients(*fed.args())
+    value, grads = net.loss_and_gradients(*args)
     np.testing.assert_allclose(value, loss(weights), rtol=1e-12)
     eps = 1e-6
     for name, w in weights.items():
         fd = np.zeros_like(w)
+        if name.startswith("value/return_"):
+            continue  # the statistics are set, not trained
         for idx in np.ndindex(w.shape):
             up, down = dict(weights), dict(weights)
             up[name], down[name] = w.copy(), w.copy()
@@ -100,17 +118,20 @@ def test_values_match_numpy_and_gradients_match_finite_differences(impl):
             down[name][idx] -= eps
             fd[idx] = (loss(up) - loss(down)) / (2 * eps)
         np.testing.assert_allclose(grads[name], fd, rtol=1e-6, atol=1e-9, err_msg=name)
+    assert set(grads) == set(value_spec(SPEC, config()).weight_shapes())
     agent.close()
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("fit", ["after", "before"])
 def test_advantages_use_the_net_of_their_fit(impl, fit):
-    # after: A = (G - V_old) / s, then 2 SGD steps; before: 2 SGD steps, then
-    # A = (G - V_new) / s. SGD: w <- w - lr * grad, the gradient from the twin's own
-    # (finite-difference checked) value loss. The policy step sees A through its gradient:
-    # compared with the policy gradient at the expected A. Both twins keep a learning rate
-    # rounded to float32 (as Keras does; legacy_graph/optimizers.py), so the oracle does too.
+    # after: A = (G - V_old) / s, then the fit; before: the fit, then A = (G - V_new) / s.
+    # The fit: the statistics set to this batch's (m, sd), then 2 SGD steps
+    # w <- w - lr * grad on y = (G - m) / sd, the gradient from the twin's own
+    # (finite-difference checked) value loss; V = m + sd * z. The policy step sees A
+    # through its gradient: compared with the policy gradient at the expected A. Both twins
+    # keep a learning rate rounded to float32 (as Keras does; legacy_graph/optimizers.py),
+    # so the oracle does too.
     cfg = config(value_fit=fit)
     agent = agent_class(impl)(SPEC, cfg, seed=2)
     other = agent_class(impl)(SPEC, cfg.replace(baseline="none"), seed=2)
@@ -118,10 +139,12 @@ def test_advantages_use_the_net_of_their_fit(impl, fit):
     g = discounted_returns(b.rewards, b.terminated, b.truncated, cfg.gamma)
     fed = ValueInputs(b, cfg, SPEC, g)
     w = agent.value_net.get_weights()
-    stepped = dict(w)
+    mean, std, args = fed.standardised()
+    agent.value_net.set_target_stats(mean, std)
+    stepped = agent.value_net.get_weights()
     for _ in range(2):
-        _, grads = agent.value_net.loss_and_gradients(*fed.args())
-        agent.value_net.set_weights({n: stepped[n] - float(np.float32(0.1)) * grads[n]
+        _, grads = agent.value_net.loss_and_gradients(*args)
+        agent.value_net.set_weights({n: stepped[n] - float(np.float32(0.1)) * grads.get(n, 0.0)
                                      for n in stepped})
         stepped = agent.value_net.get_weights()
     agent.value_net.set_weights(w)
