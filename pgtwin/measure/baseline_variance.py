@@ -363,7 +363,7 @@ def measure(env_id: str, num_batches: int, num_envs: int, num_steps: int, gamma:
             memory: float = ReinforceConfig.baseline_memory, warmup: int = 20,
             estimators: tuple[str, ...] = ESTIMATORS, weights: dict[str, np.ndarray] | None = None,
             reference_batches: int = 0, reference_steps: int | None = None,
-            value: dict | None = None) -> list[Row]:
+            value: dict | None = None, first_only: bool = False) -> list[Row]:
     """The report for ``env_id`` under a fixed policy: ``weights`` (e.g. a run's
     ``weights.npz``), else the initial one (``init_weights(spec, seed, dtype=...)``);
     ``num_batches`` batches, the first ``warmup`` of them only filling the memories and
@@ -371,7 +371,8 @@ def measure(env_id: str, num_batches: int, num_envs: int, num_steps: int, gamma:
     ``reference_steps`` (default: the env's time limit) give the reference gradient of
     every row's efficiency. ``value``: ``ReinforceConfig`` fields of the value baseline
     (``value_fit_steps``, ``value_learning_rate`` ...); its ``value_horizon`` is the env's
-    time limit."""
+    time limit. ``first_only``: every batch cut to its envs' first episodes
+    (:func:`first_episodes`), so that every estimator sees complete episodes only."""
     from pgtwin.train.settings import max_episode_steps
 
     envs = make_vec_env(env_id, 1, seed=seed)
@@ -385,6 +386,8 @@ def measure(env_id: str, num_batches: int, num_envs: int, num_steps: int, gamma:
     policy = agent_class(impl)(spec, config, weights=weights)
     batches = independent_batches(env_id, spec, policy.dist_params, num_batches, num_envs,
                                   num_steps, seed)
+    if first_only:
+        batches = [first_episodes(b) for b in batches]
     reference = None
     if reference_batches:
         steps = reference_steps or limit
@@ -427,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
                              "(0: none)")
     parser.add_argument("--reference-steps", type=int, default=None,
                         help="T of the reference batches (default the env's time limit)")
+    parser.add_argument("--first-episodes", action="store_true",
+                        help="cut every batch to its envs' first episodes (complete when T is "
+                             "at least the time limit): no estimator sees a cut episode")
     parser.add_argument("--value-fit-steps", type=int, default=ReinforceConfig.value_fit_steps)
     parser.add_argument("--value-lr", type=float, default=ReinforceConfig.value_learning_rate)
     args = parser.parse_args(argv)
@@ -452,11 +458,13 @@ def main(argv: list[str] | None = None) -> int:
                    reference_batches=args.reference_batches,
                    reference_steps=args.reference_steps,
                    value={"value_fit_steps": args.value_fit_steps,
-                          "value_learning_rate": args.value_lr})
+                          "value_learning_rate": args.value_lr},
+                   first_only=args.first_episodes)
     print(f"{args.env}: {args.batches} batches of N={args.num_envs} x T={args.num_steps} "
           f"({args.warmup} warm-up left out), gamma={args.gamma}, baseline_memory="
           f"{args.memory}, policy {args.weights or f'initial (seed {args.seed})'}, "
           f"{args.impl} twin, reference {args.reference_batches} batches, "
+          f"{'first episodes only, ' if args.first_episodes else ''}"
           f"{time.perf_counter() - start:.0f} s\n")
     print(to_markdown(rows))
     return 0
