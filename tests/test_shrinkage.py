@@ -248,3 +248,33 @@ def test_train_flag_errors(tmp_path, capsys, argv, message):
               "--no-progress"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and message in err, err
+
+
+@pytest.mark.slow
+def test_shrunk_estimates_stay_unbiased_and_keep_the_bandits_gain():
+    """The test bandit of tests/test_baselines.py (b* away from the mean: the optimal
+    baselines measure 20-30 % below the mean's variance there), 300 batches in sequence with
+    the default memory: each shrunk estimate's mean equals the mean-baseline estimate's (both
+    unbiased: paired over the batches, every element within 4.5 s.e.; tests/test_baselines.py
+    checks that one against the exact gradient), and none is noisier than it (paired)."""
+    from pgtwin_core.specs import PolicySpec
+    from pgtwin.measure.baseline_variance import gradient_estimates, paired_excess
+    from tests.test_baselines import bandit_batches
+
+    spec = PolicySpec("categorical", (4,), 2, hidden=(8,))
+    weights = random_weights(spec, seed=3, dtype="float64")
+    config = ReinforceConfig(dtype="float64", gamma=1.0, normalize_returns=False)
+    agent = agent_class("graph")(spec, config, weights=weights)
+    batches = bandit_batches(agent, 300, num_envs=32, seed=0)
+    agent.close()
+    names = ("episodic_mean_memory", "optimal_scalar_episodic@auto", "optimal_per_param@auto",
+             "optimal_per_param@0.5")
+    estimates = gradient_estimates(spec, config, weights, batches, estimators=names)
+    ref = estimates["episodic_mean_memory"]
+    for name in names[1:]:
+        d = estimates[name] - ref
+        sd = d.std(0, ddof=1) / np.sqrt(len(batches))
+        z = np.where(sd > 0, d.mean(0) / np.where(sd > 0, sd, 1.0), 0.0)  # 0: identical
+        assert np.max(np.abs(z)) < 4.5, (name, np.round(z, 1))
+        excess, se = paired_excess(estimates[name], ref)
+        assert excess <= 3 * se, (name, excess, se)

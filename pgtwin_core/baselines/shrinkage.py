@@ -4,7 +4,7 @@
 other episodes; where the population-optimal baseline equals the mean (docs/baselines.md:
 BatteryArbitrage and CartPole at their initial policies) the ratio's estimation noise is
 all it adds. ``ReinforceConfig.baseline_shrinkage`` = lambda mixes it with the mean of the
-same other episodes (and memory), element by element::
+same other episodes (and memory), one lambda for all the elements of an episode::
 
     b_shrunk^(-e) = (1 - lambda) b^(-e) + lambda m^(-e)
 
@@ -12,18 +12,22 @@ Both terms are independent of episode e, so any lambda that is (a constant, or `
 which is computed from the other episodes only) keeps ``E[g_e b^(-e)] = 0``: no bias.
 
 ``auto`` (James-Stein, positive part). Write ``b = m + d``. To first order the excess
-variance a baseline adds to episode e's term is ``E[n] E[(b - b*)^2]`` (``n = ||g_e||^2``,
-or ``g_eh^2`` per element), so the best multiple of the estimated ``d_hat = b - m`` to keep
-is ``d^2 / (d^2 + Var d_hat)``, i.e. ``lambda = Var d_hat / E[d_hat^2]``, estimated as::
+variance a baseline adds to episode e's term is ``sum_h E[n_h] E[(b_h - b*_h)^2]``
+(``n = ||g_e||^2`` for the scalar form, one element; ``n_h = g_eh^2`` per element), so the
+best common multiple of the estimated ``d_hat = b - m`` to keep is
+``sum_h nbar_h d_h^2 / sum_h nbar_h (d_h^2 + Var d_hat_h)``, i.e. ``lambda = sum_h nbar_h
+Var d_hat_h / sum_h nbar_h E[d_hat_h^2]``, one lambda per episode pooled over the elements
+(a lambda per element rests on ~10 squared scores each: noisier, docs/baselines.md),
+estimated as::
 
-    lambda^(-e) = min(1, V^(-e) / d_hat^(-e)^2)          (1 where d_hat = 0)
-    V^(-e) = sum_{e' != e} z_e'^2 / ((k - 1) c^(-e))
-    z_e' = (n_e' / n_bar) (R_e' - b^(-e)) - (R_e' - m^(-e))
+    lambda^(-e) = min(1, sum_h nbar_h V_h^(-e) / sum_h nbar_h d_hat_h^(-e)^2)
+    V_h^(-e) = sum_{e' != e} z_e'h^2 / ((k - 1) c^(-e))
+    z_e'h = (n_e'h / nbar_h) (R_e' - b_h^(-e)) - (R_e' - m^(-e))
 
 the linearisation of ``d_hat`` (``d_hat - d ~ mean of z``), with ``k = E - 1`` the batch's
 other episodes (their sum: the variance is estimated on this batch), ``c = M_count + E - 1``
 the count the ratio rests on (memory included; the decayed count, which overstates the
-variance a little: towards the mean), ``n_bar = (M_den + sum_{e' != e} n_e') / c``. Fewer
+variance a little: towards the mean), ``nbar = (M_den + sum_{e' != e} n_e') / c``. Fewer
 than 2 other episodes give lambda = 1 (no variance estimate: the mean). With n independent
 of R and ``b* = mean``, ``Var d_hat ~ CV^2(n) Var(R) / c``: the issue-15 theory.
 ``sum z^2`` is expanded into others-sums of ``n^2 R^2, n^2, R^2, n^2 R, n R^2, n R, n, R``
@@ -47,7 +51,7 @@ def shrunk(b: np.ndarray, mean: np.ndarray, lam) -> np.ndarray:
 def auto_lambda(sums: dict[str, np.ndarray], b: np.ndarray, mean: np.ndarray,
                 nbar_num: np.ndarray, count: float, others: float,
                 centre: float) -> np.ndarray:
-    """``lambda^(-e)`` (module doc) of each episode, shaped as ``b``.
+    """``[E, 1]``: ``lambda^(-e)`` (module doc) of each episode, pooled over the K elements.
 
     Args:
       sums: the batch's other episodes' sums (``[E, K]``, R's ``[E, 1]``), R centred on
