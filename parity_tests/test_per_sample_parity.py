@@ -79,10 +79,22 @@ def test_every_baseline_agrees_across_twins(kind, dtype, baseline):
     """Same gradient on a batch, then the same weights after ``UPDATES`` Adam steps; the
     episodic baselines also carry the same memory of earlier batches from update to update
     (``baseline_memory`` 0.8: updates 2 and 3 use it), and give the same gradient with it."""
+    _baseline_agrees_across_twins(kind, dtype, baseline)
+
+
+@pytest.mark.parametrize("baseline", ("optimal_scalar_episodic", "optimal_per_param"))
+@pytest.mark.parametrize("dtype", ("float32", pytest.param("float64", marks=pytest.mark.slow)))
+def test_shrunk_baselines_agree_across_twins(dtype, baseline):
+    """The same with ``baseline_shrinkage='auto'`` (its lambda from the other episodes;
+    float64 slow: tests/test_shrinkage.py holds each twin to the numpy reference at 1e-10)."""
+    _baseline_agrees_across_twins("categorical_mlp", dtype, baseline, baseline_shrinkage="auto")
+
+
+def _baseline_agrees_across_twins(kind: str, dtype: str, baseline: str, **config_fields) -> None:
     spec = KINDS[kind]
     config = ReinforceConfig(dtype=dtype, baseline=baseline, gamma=0.95, entropy_coef=0.01,
                              max_grad_norm=1.0, learning_rate=1e-2, num_envs=3, num_steps=20,
-                             baseline_memory=0.8)
+                             baseline_memory=0.8, **config_fields)
     graph, eager = twins(spec, config, random_weights(spec, seed=2))
     batches = [episodic_batch(spec, 20, 3, seed=s).batch for s in range(UPDATES)]
     report = ParityReport()
