@@ -315,20 +315,24 @@ def _padded_memory(memory: MemoryTensors, horizon: tf.Tensor) -> MemoryTensors:
 
 def _step_score(a: tf.Tensor | None, d: tf.Tensor) -> tf.Tensor:
     """``[E, *shape]``: one step's score of every episode from its slices ``a [E, (W,) in]``
-    and ``d [E, (W,) out]`` (a bias: d summed over the LSTM window's steps)."""
+    and ``d [E, (W,) out]`` (a bias: d summed over the LSTM window's steps). An MLP kernel's
+    outer product is a broadcast product, which XLA fuses into the loop that adds it to psi
+    (an einsum ``ei,eo->eio`` is a dot of contraction size 1, emitted on its own)."""
     if a is None:
         return tf.reduce_sum(d, axis=list(range(1, d.shape.rank - 1)))
     if a.shape.rank == 3:
         return tf.einsum("ewi,ewo->eio", a, d)
-    return tf.einsum("ei,eo->eio", a, d)
+    return a[:, :, None] * d[:, None, :]
 
 
 def _time(spec, traced, ep, memory):
     """``optimal_time`` by one pass along the grid's time axis: at step l, ``psi_l = psi_{l-1}
     + g_l`` for every episode ``[E, P]`` (the numpy reference's order of additions), the
-    step's sums over the episodes, their leave-one-out ratios and the ascent's terms. Nothing
-    of size ``[E, H, P]`` is formed (``tf.cumsum`` would, and XLA runs it as a reduce window
-    of H terms per element)."""
+    step's two sums over the episodes (one reduction of ``[E, 2, *shape]``: XLA's CPU code
+    does not merge two sibling reductions, and each reads psi again), their leave-one-out
+    ratios and the ascent's terms. Nothing of size ``[E, H, P]`` is formed (``tf.cumsum``
+    would, and XLA runs it as a reduce window of H terms per element); the plug-in baselines
+    are formed after the loop from the stacked sums ``[H, P]``."""
     pieces = _per_step_pieces(spec, traced, ep.mask)
     horizon = tf.shape(ep.mask)[1]
     memory = _padded_memory(memory, horizon)
@@ -343,10 +347,10 @@ def _time(spec, traced, ep, memory):
     steps_d = [time_major(d) for _, d in pieces]
     ar_t = tf.transpose(ar)
 
-    def body(l, psis, ascents, nums, dens, plugs):
-        ar_l, tr_l = ar_t[l], total_r[l, 0]
-        fallback = _safe_div(tr_l - ar_l, count - 1.0)  # [E_b]
-        out = ([], [], [], [], [])
+    def body(l, psis, ascents, nums, dens):
+        ar_l = ar_t[l]
+        fallback = _safe_div(total_r[l, 0] - ar_l, count - 1.0)  # [E_b]
+        out = ([], [], [], [])
         for k, (psi, asc) in enumerate(zip(psis, ascents)):
             a = None if steps_a[k] is None else steps_a[k][l]
             psi = psi + _step_score(a, steps_d[k][l])
@@ -354,34 +358,32 @@ def _time(spec, traced, ep, memory):
             sq = tf.square(psi)
             a_l = _expand(ar_l, rank)
             own_num = sq * a_l
-            num, den = tf.reduce_sum(own_num, axis=0), tf.reduce_sum(sq, axis=0)
-            total_num, total_den = num + m_num[k][l], den + m_den[k][l]
-            b = _ratio_or(total_num[None] - own_num, total_den[None] - sq,
+            num, den = tf.unstack(tf.reduce_sum(tf.stack([own_num, sq], axis=1), axis=0))
+            b = _ratio_or((num + m_num[k][l])[None] - own_num, (den + m_den[k][l])[None] - sq,
                           _expand(fallback, rank))
             for acc, x in zip(out, (psi, asc + tf.reduce_sum(psi * (a_l - b), axis=0),
-                                    num, den, _plug_in(total_num, total_den, tr_l, count))):
+                                    num, den)):
                 acc.append(x)
-        psis, ascents = out[0], out[1]
         written = [[ta.write(l, x) for ta, x in zip(tas, xs)]
-                   for tas, xs in zip((nums, dens, plugs), out[2:])]
-        return (l + 1, psis, ascents, *written)
+                   for tas, xs in zip((nums, dens), out[2:])]
+        return (l + 1, out[0], out[1], *written)
 
     shapes = list(spec.weight_shapes().values())
     num_episodes = tf.shape(ar)[0]
     zeros = [tf.zeros(tf.concat([[num_episodes], s], 0), ar.dtype) for s in shapes]
     arrays = [[tf.TensorArray(ar.dtype, size=horizon, element_shape=tf.TensorShape(s))
-               for s in shapes] for _ in range(3)]
+               for s in shapes] for _ in range(2)]
     loop = tf.while_loop(lambda l, *_: l < horizon, body,
                          (tf.constant(0), zeros, [tf.zeros(s, ar.dtype) for s in shapes],
                           *arrays))
     ascent = loop[2]
-    s_num, s_den, plug = ([ta.stack() for ta in tas] for tas in loop[3:])
-    plug = _flat(plug, 1)  # [H, P]
+    s_num, s_den = (_flat([ta.stack() for ta in tas], 1) for tas in loop[3:])  # [H, P]
+    plug = _plug_in(s_num + memory.num, s_den + memory.den, total_r, count)
     used = tf.maximum(ep.horizon, memory.horizon)
     rows = tf.cast(tf.range(horizon) < used, plug.dtype)
     logged = tf.reduce_sum(plug * rows[:, None]) / (tf.cast(used, plug.dtype)
                                                     * tf.cast(tf.shape(plug)[1], plug.dtype))
-    sums = MemoryTensors(_flat(s_num, 1), _flat(s_den, 1), s_r, ep.num_episodes)
+    sums = MemoryTensors(s_num, s_den, s_r, ep.num_episodes)
     return None, ascent, logged, sums, memory
 
 
