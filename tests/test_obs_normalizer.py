@@ -104,4 +104,7 @@ def test_loop_normalises_with_frozen_statistics_identically_in_both_twins(dtype)
     # seed), and the same second while their float rounding has not parted the actions.
     for k in g_stats:
         np.testing.assert_allclose(g_stats[k], e_stats[k], rtol=1e-4 if dtype == "float32" else 1e-9)
-    np.testing.assert_array_equal(g1.batch.obs, e1.batch.obs)
+    if dtype == "float64":
+        np.testing.assert_array_equal(g1.batch.obs, e1.batch.obs)
+    else:  # the eager rollout's XLA forward pass rounds the Gaussian mean its own way (1 ulp)
+        np.testing.assert_allclose(g1.batch.obs, e1.batch.obs, rtol=0, atol=1e-6)
