@@ -278,3 +278,13 @@ def test_shrunk_estimates_stay_unbiased_and_keep_the_bandits_gain():
         assert np.max(np.abs(z)) < 4.5, (name, np.round(z, 1))
         excess, se = paired_excess(estimates[name], ref)
         assert excess <= 3 * se, (name, excess, se)
+
+
+def test_shrinkage_check_by_hand():
+    from pgtwin.measure.shrinkage_check import first_episode_d_and_v
+
+    # test_auto_shrinkage_by_hand's episodes: d = 2.5 - 2 = 0.5, V = 7/192.
+    scores = np.sqrt(np.array([[5.0], [1.0], [1.0], [2.0]]))
+    d, v = first_episode_d_and_v(scores, np.array([10.0, 0.0, 2.0, 4.0]))
+    assert d == pytest.approx(0.5, rel=1e-14) and v == pytest.approx(7 / 192, rel=1e-14)
+    assert first_episode_d_and_v(scores[:2], np.array([1.0, 2.0])) is None  # one other
