@@ -239,6 +239,30 @@ def test_train_command_strategy_errors(extra, message, capsys, monkeypatch, tmp_
     assert message in capsys.readouterr().err
 
 
+def test_strategy_drops_a_table_default_it_cannot_run_and_refuses_it_given(capsys, monkeypatch):
+    """CartPole-v1's per-env defaults turn obs_norm on, which the distributed loop does not
+    run: under --strategy the table's value is dropped with a note (the env stays
+    trainable); the same option given on the command line is refused."""
+    import argparse
+
+    from pgtwin.cli.commands import train as train_command
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    parser = argparse.ArgumentParser(prog="pgtwin")
+    train_command.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["train", "--env", "CartPole-v1", "--strategy", "mirrored"])
+    settings, _ = train_command.settings_from_args(args, parser)
+    assert settings.obs_norm  # the table's default, or this test proves nothing
+    kept = train_command._without_table_only_options(args, settings)
+    assert not kept.obs_norm and kept.config == settings.config
+    assert ("CartPole-v1's default obs_norm=True is not available under --strategy yet; "
+            "training without it") in capsys.readouterr().err
+    given = parser.parse_args(["train", "--env", "CartPole-v1", "--strategy", "mirrored",
+                               "--obs-norm"])
+    settings, _ = train_command.settings_from_args(given, parser)
+    assert train_command._without_table_only_options(given, settings).obs_norm
+
+
 # ----------------------------------------------------------- one replica, in this process
 def _cartpole_batches(spec, config, n_batches, seed=0):
     envs = make_vec_env("CartPole-v1", config.num_envs, seed=seed)

@@ -7,6 +7,7 @@ checkpointing options may change. See docs/cli.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -268,6 +269,27 @@ DEFAULT_WORKER_TIMEOUT = 60.0
 """Seconds after which a lost worker ends the others (``--worker-timeout``)."""
 
 
+#: RunSettings fields the distributed loop does not run yet, with their "off" values.
+NOT_UNDER_STRATEGY = {"obs_norm": False, "lr_schedule": "constant", "log_std_floor": None,
+                      "log_std_floor_final": None}
+
+
+def _without_table_only_options(args, settings):
+    """``settings`` less the options of ``NOT_UNDER_STRATEGY`` that came from the per-env
+    defaults table, not from the command line (CartPole-v1's ``obs_norm``), with a note on
+    stderr: a default must not make ``--strategy`` refuse the env. Given ones stay, and are
+    refused by the caller."""
+    given = given_values(args)
+    dropped = {k: off for k, off in NOT_UNDER_STRATEGY.items()
+               if k not in given and getattr(settings, k) != off}
+    if not dropped:
+        return settings
+    print(f"pgtwin train: note: {settings.env_id}'s default "
+          + ", ".join(f"{k}={getattr(settings, k)!r}" for k in dropped)
+          + " is not available under --strategy yet; training without it", file=sys.stderr)
+    return dataclasses.replace(settings, **dropped)
+
+
 def run_under_strategy(args, parser, settings, resume: bool) -> int:
     """``pgtwin train --strategy mirrored|multi-worker``: the eager twin under ``tf.distribute``.
 
@@ -297,6 +319,7 @@ def run_under_strategy(args, parser, settings, resume: bool) -> int:
                      f"{distributed_run.CLUSTER}); resume it without --strategy")
     if not strategy_name:
         parser.error("--cpu-replicas needs --strategy mirrored or multi-worker")
+    settings = _without_table_only_options(args, settings)
     if settings.obs_norm or settings.schedules().active:
         parser.error("--obs-norm, --lr-schedule and --log-std-floor are not available under "
                      "--strategy yet (its loop is pgtwin.train.distributed's own); train "
