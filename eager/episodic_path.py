@@ -18,13 +18,13 @@ import tensorflow as tf
 from pgtwin_core.baseline_memory import HeldMemory
 from pgtwin_core.baselines.layout_path import LayoutPath
 
-from pgtwin.mode_agnostic import distributions, per_sample
 from pgtwin.mode_agnostic.episodic_baselines import (MemoryTensors, assign_memory,
                                                      estimate_from_args, memory_from_list,
                                                      memory_list, memory_variables,
                                                      read_memory)
 
-from eager.gradient_step import checked_gradients, guarded_apply
+from eager.gradient_step import guarded_apply
+from eager.per_sample import scored_deltas
 from eager.policy_call import direct_callable
 from eager.tracing import batch_signatures
 
@@ -104,22 +104,15 @@ class _Computation:
     def _estimate(self, obs, actions, mask, chunk_episode, returns, ar, num_episodes,
                   num_steps, scale, horizon, *memory):
         """``(loss, grads, entropy, baseline, new memory..., finite)`` (XLA-compiled)."""
-        spec, coef = self.spec, self.config.entropy_coef
+        spec = self.spec
         weights = tf.reshape(mask, [-1]) / num_steps
-        with tf.GradientTape(persistent=coef > 0) as tape:  # a second gradient for the bonus
-            params, layers = per_sample.traced_dist_params(spec, self.variables, obs)
-            log_probs = distributions.log_prob(spec, params, actions)
-            total = tf.reduce_sum(log_probs)
-            entropies = distributions.entropy(spec, params)
-            bonus_loss = -coef * tf.reduce_sum(weights * entropies)
-        deltas = tape.gradient(total, per_sample.delta_targets(params, layers))
-        traced = per_sample.deltas_from_gradients(spec, params, log_probs, layers, deltas)
+        traced, _, entropies, bonus = scored_deltas(spec, self.variables, obs, actions, weights,
+                                                    self.config.entropy_coef)
         out = estimate_from_args(spec, self.config, traced, entropies,
                                  (mask, chunk_episode, returns, ar, num_episodes, num_steps,
                                   scale, horizon), memory)
         grads = out.grads
-        if coef > 0:
-            bonus = checked_gradients(tape, bonus_loss, self.variables)
+        if bonus is not None:
             grads = [g + e for g, e in zip(grads, bonus)]
         new = memory_list(out.memory)
         return out.loss, grads, out.entropy, out.baseline, new, out.sums_finite

@@ -18,11 +18,12 @@ import tensorflow as tf
 from pgtwin_core.rollout import Batch
 from pgtwin_core.update_path import returns_args
 
-from pgtwin.mode_agnostic import distributions, per_sample
+from pgtwin.mode_agnostic import per_sample
 from pgtwin.mode_agnostic.loss import reinforce_loss
 from pgtwin.mode_agnostic.scalar_baseline import scalar_baseline
 
-from eager.gradient_step import checked_gradients, guarded_apply
+from eager.gradient_step import guarded_apply
+from eager.per_sample import scored_deltas
 from eager.policy_call import direct_callable
 from eager.tracing import batch_signatures, traced
 
@@ -53,21 +54,14 @@ class OptimalScalarPath:
     def loss_and_grads(self, obs, actions, returns, weights):
         """``(loss, grads, sum_i w_i H_i, b*)`` of one batch at its ``b*`` (traceable)."""
         spec, coef, w = self.spec, self.config.entropy_coef, weights
-        with tf.GradientTape(persistent=coef > 0) as tape:  # a second gradient for the bonus
-            params, layers = per_sample.traced_dist_params(spec, self.variables, obs)
-            log_probs = distributions.log_prob(spec, params, actions)
-            total = tf.reduce_sum(log_probs)
-            entropies = distributions.entropy(spec, params)
-            bonus_loss = -coef * tf.reduce_sum(w * entropies)
-        deltas = tape.gradient(total, per_sample.delta_targets(params, layers))
-        traced_deltas = per_sample.deltas_from_gradients(spec, params, log_probs, layers, deltas)
+        traced_deltas, log_probs, entropies, bonus = scored_deltas(spec, self.variables, obs,
+                                                                   actions, w, coef)
         b = scalar_baseline(per_sample.ghost_sq_norms(traced_deltas), returns, w)
         loss = reinforce_loss(log_probs, returns - b, w, entropies, coef)
         # The backward pass of -sum_i w_i (R_i - b*) log pi_i reuses the deltas the norms
         # took; only an entropy bonus needs a pass of its own.
         grads = per_sample.weighted_gradient(spec, traced_deltas, -w * (returns - b))
-        if coef > 0:
-            bonus = checked_gradients(tape, bonus_loss, self.variables)
+        if bonus is not None:
             grads = [g + e for g, e in zip(grads, bonus)]
         return loss, grads, tf.reduce_sum(w * entropies), b
 

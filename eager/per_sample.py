@@ -28,6 +28,7 @@ from pgtwin.mode_agnostic.per_sample import (LayerDeltas, check_method, delta_ta
                                              gradients_from_deltas, read_weights, sum_log_prob,
                                              traced_dist_params)
 
+from eager.gradient_step import checked_gradients
 from eager.policy_call import direct_callable
 from eager.tracing import batch_signatures
 
@@ -63,6 +64,25 @@ def layer_deltas(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
         total = tf.reduce_sum(log_probs)  # inside the tape: the target must be recorded
     grads = tape.gradient(total, delta_targets(params, layers))
     return deltas_from_gradients(spec, params, log_probs, layers, grads)
+
+
+def scored_deltas(spec: PolicySpec, variables: dict[str, tf.Variable], obs: tf.Tensor,
+                  actions: tf.Tensor, weights: tf.Tensor, entropy_coef: float
+                  ) -> tuple[LayerDeltas, tf.Tensor, tf.Tensor, list[tf.Tensor] | None]:
+    """What an update built on the deltas needs, from one tape around one forward pass:
+    ``(deltas, log_probs [B], entropies [B], bonus)``, ``deltas`` as ``layer_deltas``' and
+    ``bonus`` the gradient of ``-entropy_coef * sum_i w_i H_i`` by variable (``variables``'
+    order; None when ``entropy_coef`` is 0). ``weights``: ``[B]``, the loss's ``w_i``."""
+    with tf.GradientTape(persistent=entropy_coef > 0) as tape:  # a second gradient for the bonus
+        params, layers = traced_dist_params(spec, variables, obs)
+        log_probs = distributions.log_prob(spec, params, actions)
+        total = tf.reduce_sum(log_probs)
+        entropies = distributions.entropy(spec, params)
+        bonus_loss = -entropy_coef * tf.reduce_sum(weights * entropies)
+    grads = tape.gradient(total, delta_targets(params, layers))
+    deltas = deltas_from_gradients(spec, params, log_probs, layers, grads)
+    bonus = checked_gradients(tape, bonus_loss, variables) if entropy_coef > 0 else None
+    return deltas, log_probs, entropies, bonus
 
 
 def sq_norms(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
