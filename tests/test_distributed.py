@@ -242,7 +242,7 @@ def test_train_command_strategy_errors(extra, message, capsys, monkeypatch, tmp_
 def test_strategy_drops_a_table_default_it_cannot_run_and_refuses_it_given(capsys, monkeypatch):
     """CartPole-v1's per-env defaults turn obs_norm on, which the distributed loop does not
     run: under --strategy the table's value is dropped with a note (the env stays
-    trainable); the same option given on the command line is refused."""
+    trainable); the same option given on the command line is kept (and refused later)."""
     import argparse
 
     from pgtwin.cli.commands import train as train_command
@@ -261,6 +261,13 @@ def test_strategy_drops_a_table_default_it_cannot_run_and_refuses_it_given(capsy
                                "--obs-norm"])
     settings, _ = train_command.settings_from_args(given, parser)
     assert train_command._without_table_only_options(given, settings).obs_norm
+    # Pendulum-v1's table gives the value baseline, which the distributed agent refuses.
+    args = parser.parse_args(["train", "--env", "Pendulum-v1", "--strategy", "mirrored"])
+    settings, _ = train_command.settings_from_args(args, parser)
+    assert settings.config.baseline == "value"
+    kept = train_command._without_table_only_options(args, settings)
+    assert kept.config.baseline == "mean" and not kept.obs_norm
+    assert "baseline='value' (baseline 'mean' instead)" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------- one replica, in this process

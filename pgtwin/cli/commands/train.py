@@ -272,20 +272,28 @@ DEFAULT_WORKER_TIMEOUT = 60.0
 #: RunSettings fields the distributed loop does not run yet, with their "off" values.
 NOT_UNDER_STRATEGY = {"obs_norm": False, "lr_schedule": "constant", "log_std_floor": None,
                       "log_std_floor_final": None}
+#: Baselines the distributed agent refuses (eager.distributed), and what stands in for one
+#: that came from the per-env table.
+NOT_UNDER_STRATEGY_BASELINES, STRATEGY_BASELINE = ("time_mean", "value"), "mean"
 
 
 def _without_table_only_options(args, settings):
-    """``settings`` less the options of ``NOT_UNDER_STRATEGY`` that came from the per-env
-    defaults table, not from the command line (CartPole-v1's ``obs_norm``), with a note on
-    stderr: a default must not make ``--strategy`` refuse the env. Given ones stay, and are
-    refused by the caller."""
+    """``settings`` less the options of ``NOT_UNDER_STRATEGY`` (and a baseline of
+    ``NOT_UNDER_STRATEGY_BASELINES``, for ``STRATEGY_BASELINE``) that came from the per-env
+    defaults table, not from the command line (CartPole-v1's ``obs_norm``, Pendulum-v1's
+    ``value``), with a note on stderr: a default must not make ``--strategy`` refuse the
+    env. Given ones stay, and are refused by the caller or the distributed agent."""
     given = given_values(args)
     dropped = {k: off for k, off in NOT_UNDER_STRATEGY.items()
                if k not in given and getattr(settings, k) != off}
+    changes = [f"{k}={getattr(settings, k)!r}" for k in dropped]
+    if "baseline" not in given and settings.config.baseline in NOT_UNDER_STRATEGY_BASELINES:
+        changes.append(f"baseline={settings.config.baseline!r} (baseline "
+                       f"{STRATEGY_BASELINE!r} instead)")
+        dropped["config"] = settings.config.replace(baseline=STRATEGY_BASELINE)
     if not dropped:
         return settings
-    print(f"pgtwin train: note: {settings.env_id}'s default "
-          + ", ".join(f"{k}={getattr(settings, k)!r}" for k in dropped)
+    print(f"pgtwin train: note: {settings.env_id}'s default " + ", ".join(changes)
           + " is not available under --strategy yet; training without it", file=sys.stderr)
     return dataclasses.replace(settings, **dropped)
 
