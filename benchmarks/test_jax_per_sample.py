@@ -24,7 +24,8 @@ pytest.importorskip("jax")
 
 from benchmarks import jax_per_sample  # noqa: E402  (imports JAX)
 from benchmarks.conftest import SEED, agent_for  # noqa: E402
-from benchmarks.test_per_sample import aggregated, inputs, write_floor  # noqa: E402
+from benchmarks.test_per_sample import (aggregated, inputs, warmed_and_timed,  # noqa: E402
+                                         write_floor)
 from pgtwin_core.specs import init_weights  # noqa: E402
 
 KIND = "categorical_mlp"
@@ -94,15 +95,7 @@ def test_per_sample_vs_jax(benchmark, batch_size, twin, entry):
         call = lambda: fn(obs, actions)  # noqa: E731
     else:
         call = lambda: a.per_sample_gradients(obs, actions, entry)  # noqa: E731
-    # Warm-up (builds, traces and compiles; the loop on one row, as in test_per_sample).
-    if entry == "loop":
-        a.per_sample_gradients(obs[:1], actions[:1], entry)
-    else:
-        call()
-    if entry == "loop" and batch_size > 256:
-        out = benchmark.pedantic(call, rounds=1, iterations=1)
-    else:
-        out = benchmark(call)
+    out = warmed_and_timed(benchmark, a, entry, call, obs, actions)
     if entry in ("write_floor", "write_floor_rows"):
         assert [g.shape for g in out] == [(batch_size, *s) for s in spec.weight_shapes().values()]
     elif entry == "aggregated":

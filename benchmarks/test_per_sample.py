@@ -126,6 +126,19 @@ PER_SAMPLE_CASES = [(impl, kind, size, method)
                                                                    "write_floor_rows"))]
 
 
+def warmed_and_timed(benchmark, a, method: str, call, obs: np.ndarray, actions: np.ndarray):
+    """``call``'s result, timed by ``benchmark`` after one warm-up call that builds the ops /
+    traces the function. ``loop`` warms up on one row (a full round at B = 2048 costs
+    seconds and builds nothing more) and is timed in one round above B = 256."""
+    if method == "loop":
+        a.per_sample_gradients(obs[:1], actions[:1], method)
+    else:
+        call()
+    if method == "loop" and len(obs) > 256:
+        return benchmark.pedantic(call, rounds=1, iterations=1)
+    return benchmark(call)
+
+
 @pytest.mark.parametrize("impl,kind_name,batch_size,method", PER_SAMPLE_CASES)
 def test_per_sample(benchmark, impl, kind_name, batch_size, method):
     a = agent(impl, kind_name)
@@ -144,16 +157,7 @@ def test_per_sample(benchmark, impl, kind_name, batch_size, method):
         call = lambda: fn(obs, actions)  # noqa: E731
     else:
         call = lambda: a.per_sample_gradients(obs, actions, method)  # noqa: E731
-    # Warm-up: builds the ops / traces the function once (the loop on one row: a full
-    # round at B = 2048 costs seconds and builds nothing more).
-    if method == "loop":
-        a.per_sample_gradients(obs[:1], actions[:1], method)
-    else:
-        call()
-    if method == "loop" and batch_size > 256:
-        out = benchmark.pedantic(call, rounds=1, iterations=1)
-    else:
-        out = benchmark(call)
+    out = warmed_and_timed(benchmark, a, method, call, obs, actions)
     if method == "sq_norms":
         assert out.shape == (batch_size,)
     else:
