@@ -98,6 +98,13 @@ class ReinforceConfig:
     its episode); set it to the env's time limit, which is what makes the value depend on
     t. 0: no time limit, the feature is 0 (a time-unlimited env's value depends on the
     state alone)."""
+    gae_lambda: float | None = None
+    """``baseline='value'``: None = the advantage is the Monte-Carlo reward-to-go less V
+    (REINFORCE with baseline); a number in [0, 1] = GAE(gamma, lambda) advantages from the
+    value net (``pgtwin_core.gae``), the value of a truncated episode's last state and of
+    the rollout's cut bootstrapped, and the value net fitted to the lambda-returns A + V.
+    lambda = 1 is the reward-to-go with those bootstraps; smaller lambda trades variance
+    for the value net's bias (``pgtwin_core.value_path``)."""
     entropy_coef: float = 0.0
     """Weight of the entropy bonus subtracted from the loss (>= 0)."""
     max_grad_norm: float | None = None
@@ -139,6 +146,8 @@ class ReinforceConfig:
             ("value_horizon", lambda v: isinstance(v, numbers.Integral)
              and not isinstance(v, bool) and v >= 0,
              "must be an int >= 0 (the env's time limit; 0: none)"),
+            ("gae_lambda", lambda v: v is None or (_real(v) and 0.0 <= v <= 1.0),
+             "must be None (Monte-Carlo returns) or a number in [0, 1]"),
             ("jit_compile", lambda v: isinstance(v, bool), "must be True or False"),
             ("baseline_memory", lambda v: _real(v) and 0.0 <= v < 1.0,
              "must be a number in [0, 1) (0: episodic baselines from this batch only)"),
@@ -186,6 +195,11 @@ class ReinforceConfig:
                 "ReinforceConfig.update_path='cached' cannot serve baseline='value': the "
                 "value net is fitted between the rollout and the update; use "
                 "update_path='recompute'")
+        if self.gae_lambda is not None and self.baseline != "value":
+            raise ValueError(
+                f"ReinforceConfig.gae_lambda={self.gae_lambda!r} cannot serve "
+                f"baseline={self.baseline!r}: GAE's advantages come from the learned value "
+                "net; use baseline='value' (or set gae_lambda to None)")
         if self.value_hidden is not None:  # a list from a run's JSON settings
             object.__setattr__(self, "value_hidden", tuple(int(h) for h in self.value_hidden))
         object.__setattr__(self, "num_envs", int(self.num_envs))

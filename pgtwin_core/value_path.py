@@ -13,6 +13,15 @@ V back: ``pgtwin_core.value_spec``): ``0.5 sum_i w_i (z_i - (G_i - m) / sd)^2``,
     before   one fit on this batch, then A from it: closer to this batch's G, and correlated
              with it (docs/baselines.md measures both)
 
+With ``config.gae_lambda`` (GAE, Schulman et al. 2016) the advantage is
+``pgtwin_core.gae.lambda_advantages`` of the net's V instead: the value of the state after
+a time-limit truncation (in gymnasium's next-step autoreset, ``batch.obs[t + 1]``, the input
+of the ignored autoreset step) and after the rollout's cut (``batch.next_obs``) is V there,
+at the time feature of the step after, and the targets G become the lambda-returns A + V,
+computed with the net as it stands when they are needed: ``before`` fits on the targets of
+the earlier net, then takes A from the fitted one; ``after`` takes A, trains the policy and
+fits on A + V. Both twins run this same numpy code on their nets' V.
+
 ``loss_value`` and ``gradients`` use the net as it stands (they fit nothing: a diagnostic
 must not move the training state).
 """
@@ -25,6 +34,8 @@ import numpy as np
 from pgtwin_core import policy_inputs
 from pgtwin_core.advantages import TrainInputs, training_inputs
 from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.episode_time import episode_steps
+from pgtwin_core.gae import lambda_advantages
 from pgtwin_core.returns import discounted_returns
 from pgtwin_core.rollout import Batch
 from pgtwin_core.specs import PolicySpec
@@ -110,13 +121,46 @@ class ValueBaselinePath:
         return self._policy
 
     def _prepared(self, batch: Batch) -> tuple[np.ndarray, ValueInputs]:
+        """``(G, inputs)``: the Monte-Carlo reward-to-go ``[T, N]`` and the net's inputs
+        with G as targets (with ``gae_lambda``: the lambda-returns of the net as it stands)."""
         if batch.num_valid == 0:  # the message training_inputs gives, before any fit
             training_inputs(batch, self.config, self.spec)
-        g = discounted_returns(batch.rewards, batch.terminated, batch.truncated,
-                               self.config.gamma)  # as flat_returns: the same bits
-        return g, ValueInputs(batch, self.config, self.spec, g)
+        if self.config.gae_lambda is None:
+            g = discounted_returns(batch.rewards, batch.terminated, batch.truncated,
+                                   self.config.gamma)  # as flat_returns: the same bits
+            return g, ValueInputs(batch, self.config, self.spec, g)
+        fed = ValueInputs(batch, self.config, self.spec, np.zeros(batch.rewards.shape))
+        g, _ = self._lambda_returns(batch, fed)
+        fed.targets = np.where(batch.valid, g, 0.0).reshape(-1).astype(fed.targets.dtype)
+        return g, fed
+
+    def _lambda_returns(self, batch: Batch, fed: ValueInputs) -> tuple[np.ndarray, np.ndarray]:
+        """``(A + V, V)``, float64 ``[T, N]``: GAE's lambda-returns and the values they were
+        built from, with the net as it stands (module doc)."""
+        c = self.config
+        shape = batch.rewards.shape
+        v = self.value_net.predict(fed.obs, fed.tau).astype(np.float64).reshape(shape)
+        # The state after step t: obs[t + 1] (after a truncation, the autoreset step's
+        # input is the episode's last observation), next_obs after the last step; valued at
+        # the time feature of the step after t. Only where the recursion reads it.
+        cut = np.asarray(batch.truncated, bool).copy()
+        cut[-1] |= ~np.asarray(batch.terminated[-1], bool)
+        cut &= np.asarray(batch.valid, bool)
+        bootstrap = np.zeros(shape)
+        if cut.any():
+            after = np.concatenate([batch.obs[1:], batch.next_obs[np.newaxis]])[cut]
+            steps = episode_steps(batch)[cut] + 1
+            tau = (steps / float(c.value_horizon) if c.value_horizon else np.zeros(steps.shape))
+            obs = policy_inputs.as_obs(self.spec, after, "batch.obs (bootstrap)", dtype=c.dtype)
+            bootstrap[cut] = self.value_net.predict(obs, tau.astype(c.dtype)).astype(np.float64)
+        a = lambda_advantages(batch.rewards, v, batch.terminated, batch.truncated, c.gamma,
+                              c.gae_lambda, bootstrap)
+        return a + v, v
 
     def _policy_inputs(self, batch: Batch, g: np.ndarray, fed: ValueInputs) -> TrainInputs:
+        if self.config.gae_lambda is not None:  # A from the net as it stands now
+            g, v = self._lambda_returns(batch, fed)
+            return training_inputs(batch, self.config, self.spec, g, baseline=v)
         v = self.value_net.predict(fed.obs, fed.tau).astype(np.float64).reshape(g.shape)
         return training_inputs(batch, self.config, self.spec, g, baseline=v)
 
@@ -158,7 +202,7 @@ class ValueBaselinePath:
         inputs = self._policy_inputs(batch, g, fed)
         loss, norm, ent, applied = self.weighted.train([inputs])
         if self.config.value_fit == "after":
-            fitted = self.fit(fed)
+            fitted = self.fit(fed)  # on G (with gae_lambda: A + V of the net before it)
         value_before, value_after, value_applied = fitted
         return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
                 "applied": bool(applied), "value_loss": value_before,

@@ -90,6 +90,8 @@ INVALID = [
     ("value_fit", "during", "must be one of ('after', 'before')"),
     ("value_horizon", -1, "must be an int >= 0 (the env's time limit; 0: none)"),
     ("value_horizon", 1.5, "must be an int >= 0 (the env's time limit; 0: none)"),
+    ("gae_lambda", 1.5, "must be None (Monte-Carlo returns) or a number in [0, 1]"),
+    ("gae_lambda", "0.9", "must be None (Monte-Carlo returns) or a number in [0, 1]"),
 ]
 
 

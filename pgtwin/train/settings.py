@@ -252,6 +252,8 @@ def resolve(env_id: str, given: Mapping[str, Any], saved: RunSettings | None = N
         if given.get("baseline", base.config.baseline) == "value":
             # The value net's time feature t / horizon: the env's time limit, 0 if none.
             given.setdefault("value_horizon", max_episode_steps(env_id) or 0)
+        else:  # a row's GAE needs its value baseline: another baseline given drops it
+            given.setdefault("gae_lambda", None)
     settings = _apply(base, given)
     if settings.schedule_steps is None and (settings.lr_schedule != "constant"
                                             or settings.log_std_floor_final is not None):

@@ -63,6 +63,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--value-horizon", type=non_negative_int, default=None,
                    help="--baseline value: time feature t / HORIZON (default the env's "
                         "time limit; 0 none)")
+    p.add_argument("--gae-lambda", type=unit_interval, default=None, metavar="LAMBDA",
+                   help="--baseline value: GAE(gamma, LAMBDA) advantages from the value net, "
+                        "truncations and the rollout's cut bootstrapped (default off: "
+                        "Monte-Carlo reward-to-go less V)")
     p.add_argument("--normalize-returns", action=argparse.BooleanOptionalAction, default=None,
                    help="standardise returns over each batch (default on)")
     p.add_argument("--entropy-coef", type=non_negative_float, default=None)
@@ -147,7 +151,7 @@ GIVEN = {"seed": "seed", "steps": "total_steps", "num_envs": "num_envs",
          "normalize_returns": "normalize_returns", "entropy_coef": "entropy_coef",
          "gpomdp": "gpomdp", "value_hidden": "value_hidden", "value_lr": "value_learning_rate",
          "value_fit_steps": "value_fit_steps", "value_fit": "value_fit",
-         "value_horizon": "value_horizon",
+         "value_horizon": "value_horizon", "gae_lambda": "gae_lambda",
          "max_grad_norm": "max_grad_norm", "lr_schedule": "lr_schedule",
          "lr_floor": "lr_floor", "schedule_steps": "schedule_steps",
          "log_std_floor": "log_std_floor", "log_std_floor_final": "log_std_floor_final",
@@ -290,7 +294,11 @@ def _without_table_only_options(args, settings):
     if "baseline" not in given and settings.config.baseline in NOT_UNDER_STRATEGY_BASELINES:
         changes.append(f"baseline={settings.config.baseline!r} (baseline "
                        f"{STRATEGY_BASELINE!r} instead)")
-        dropped["config"] = settings.config.replace(baseline=STRATEGY_BASELINE)
+        no_gae = {}
+        if settings.config.gae_lambda is not None and "gae_lambda" not in given:
+            changes.append(f"gae_lambda={settings.config.gae_lambda!r}")
+            no_gae = {"gae_lambda": None}  # GAE needs the value net the baseline drops
+        dropped["config"] = settings.config.replace(baseline=STRATEGY_BASELINE, **no_gae)
     if not dropped:
         return settings
     print(f"pgtwin train: note: {settings.env_id}'s default " + ", ".join(changes)
@@ -327,6 +335,9 @@ def run_under_strategy(args, parser, settings, resume: bool) -> int:
                      f"{distributed_run.CLUSTER}); resume it without --strategy")
     if not strategy_name:
         parser.error("--cpu-replicas needs --strategy mirrored or multi-worker")
+    if "gae_lambda" in given_values(args):
+        parser.error("--gae-lambda is not available under --strategy (the distributed agent "
+                     "has no value baseline); train without --strategy to use it")
     settings = _without_table_only_options(args, settings)
     if settings.obs_norm or settings.schedules().active:
         parser.error("--obs-norm, --lr-schedule and --log-std-floor are not available under "
