@@ -251,3 +251,25 @@ def test_another_baseline_given_drops_a_row_s_gae():
         assert got.config.gae_lambda is None and got.config.baseline == "mean"
     finally:
         table.ENV_OVERRIDES["Pendulum-v1"] = saved
+
+
+def test_strategy_drops_a_table_gae_with_its_value_baseline(capsys, monkeypatch):
+    # Under --strategy the table's value baseline becomes mean (test_distributed); a row's
+    # GAE goes with it, named in the note, instead of a ReinforceConfig refusal.
+    import argparse
+
+    from pgtwin.cli.commands import train as train_command
+    from pgtwin.train import settings as table
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.setitem(table.ENV_OVERRIDES, "Pendulum-v1",
+                        {**table.ENV_OVERRIDES["Pendulum-v1"], "baseline": "value",
+                         "gae_lambda": 0.9})
+    parser = argparse.ArgumentParser(prog="pgtwin")
+    train_command.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["train", "--env", "Pendulum-v1", "--strategy", "mirrored"])
+    settings, _ = train_command.settings_from_args(args, parser)
+    assert settings.config.gae_lambda == 0.9
+    kept = train_command._without_table_only_options(args, settings)
+    assert kept.config.baseline == "mean" and kept.config.gae_lambda is None
+    assert "gae_lambda=0.9" in capsys.readouterr().err
