@@ -96,6 +96,19 @@ def test_plot_rejects_a_file_that_is_not_png(capsys):
     assert "--plot: expected a .png file name, got 'ratios.svg'" in capsys.readouterr().err
 
 
+def test_the_child_pytest_does_not_inherit_an_xdist_worker(monkeypatch):
+    # Under `pytest -n 2` the test process is an xdist worker; pytest-benchmark in a child
+    # that sees PYTEST_XDIST_WORKER disables itself and writes no JSON.
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    monkeypatch.setenv("PGTWIN_SOMETHING_ELSE", "kept")
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    env = bench.child_environment()
+    assert "PYTEST_XDIST_WORKER" not in env and "PYTEST_XDIST_WORKER_COUNT" not in env
+    assert env["PGTWIN_SOMETHING_ELSE"] == "kept"
+    assert env["TF_CPP_MIN_LOG_LEVEL"] == "2"
+
+
 @pytest.mark.slow
 def test_bench_end_to_end_quick(tmp_path, capsys):
     out_json, out_png, out_md = (str(tmp_path / n) for n in ("b.json", "b.png", "b.md"))

@@ -127,6 +127,15 @@ def suite_files(paths: list[str] | None = None) -> list[str]:
     return sorted(glob.glob(os.path.join(benchmarks_dir(), "test_*.py")))
 
 
+def child_environment() -> dict[str, str]:
+    """The child pytest's environment: this process's, without what a parent pytest-xdist
+    worker sets (``PYTEST_XDIST_*``; with it, pytest-benchmark in the child takes itself for
+    an xdist worker and writes no JSON), and TensorFlow's C++ logs at level 2 unless set."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
 def run_suites(quick: bool, keyword: str | None = None, paths: list[str] | None = None,
                echo=None, progress=None) -> dict[str, Any]:
     """Run the suites in a child pytest and return pytest-benchmark's JSON document.
@@ -138,7 +147,7 @@ def run_suites(quick: bool, keyword: str | None = None, paths: list[str] | None 
     with tempfile.TemporaryDirectory(prefix="pgtwin-bench-") as tmp:
         json_path = os.path.join(tmp, "benchmarks.json")
         cmd = pytest_command(json_path, quick, keyword, paths)
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+        env = child_environment()
         tracker = SuiteProgress(progress or (lambda text: None),
                                 None if keyword else len(suite_files(paths)))
         out = []
