@@ -28,7 +28,7 @@ from eager import network
 from eager.checkpoint_layout import saved_layout, saved_memory
 from eager.optimizers import make_optimizer
 from eager.per_sample import PerSampleGradients
-from eager.policy_call import policy_callable, rollout_compiled
+from eager.policy_call import policy_callable, rollout_compiled, snapshot_policy
 from eager.tracing import batch_signatures, traced
 from eager.update_paths import update_path
 from eager.weighted_loss import WeightedLoss
@@ -78,12 +78,19 @@ class ReinforceAgent:
         # The numpy path of the same single trace (dist_params).
         self._dist_params_call = policy_callable(self._dist_params_fn)
         # The rollout's once-per-env-step calls: the same forward pass XLA-compiled, where
-        # rollout_compiled says so (eager/policy_call.py), else the plain trace.
-        self._rollout_params_fn = (traced(self._params, input_signature=[s["obs"]],
-                                          jit_compile=True)
-                                   if rollout_compiled(self.spec, self.config) else None)
-        self._rollout_call = (self._dist_params_call if self._rollout_params_fn is None
-                              else policy_callable(self._rollout_params_fn, executor=""))
+        # rollout_compiled says so (eager/policy_call.py), on the weights read once per
+        # rollout (snapshot_policy); else the plain trace.
+        self._rollout_params_fn = self._rollout_snapshot = None
+        if rollout_compiled(self.spec, self.config):
+            names = list(self.variables)
+            weights = [tf.TensorSpec(v.shape, v.dtype) for v in self.variables.values()]
+
+            def params_of(obs: tf.Tensor, *values: tf.Tensor) -> tf.Tensor:
+                return forward_pass.dist_params(self.spec, dict(zip(names, values)), obs)
+            self._rollout_params_fn = traced(params_of, input_signature=[s["obs"], *weights],
+                                             jit_compile=True)
+            self._rollout_snapshot = snapshot_policy(self._rollout_params_fn,
+                                                     list(self.variables.values()))
 
     def _update_path(self):
         """The update path of ``self.config`` (``eager/update_paths.py``)."""
@@ -111,18 +118,27 @@ class ReinforceAgent:
     def rollout_policy(self):
         """The ``policy_fn`` for ``pgtwin_core.rollout.collect`` before the next update.
 
-        With ``update_path='recompute'`` this is :meth:`rollout_params`; with ``'cached'`` it
-        is a fresh ``eager.cached.RolloutRecording`` that the next update differentiates. A
-        path that rolls out with :meth:`dist_params` gets :meth:`rollout_params` instead.
+        With ``update_path='recompute'`` this is :meth:`rollout_params` on the weights as
+        they are now (read once, not per call: take a new policy for each rollout); with
+        ``'cached'`` it is a fresh ``eager.cached.RolloutRecording`` that the next update
+        differentiates. A path that rolls out with :meth:`dist_params` gets that instead.
         """
         policy = self.update_path.rollout_policy()
-        return self.rollout_params if policy == self.dist_params else policy
+        if policy != self.dist_params:
+            return policy
+        if self._rollout_snapshot is None:
+            return self.rollout_params
+        snapshot, spec, dtype = self._rollout_snapshot(), self.spec, self.config.dtype
+        return lambda obs: snapshot(policy_inputs.as_obs(spec, obs, dtype=dtype))
 
     def rollout_params(self, obs: np.ndarray) -> np.ndarray:
         """:meth:`dist_params` as a rollout calls it, once per env step on ``[N, *obs_shape]``:
         XLA-compiled where ``eager.policy_call.rollout_compiled`` says so (equal to
         ``dist_params`` within a few ulps), else the same call."""
-        return self._rollout_call(policy_inputs.as_obs(self.spec, obs, dtype=self.config.dtype))
+        obs = policy_inputs.as_obs(self.spec, obs, dtype=self.config.dtype)
+        if self._rollout_snapshot is None:
+            return self._dist_params_call(obs)
+        return self._rollout_snapshot()(obs)
 
     def log_prob(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """log pi(a|s) ``[B]`` in ``config.dtype``."""

@@ -51,8 +51,9 @@ def direct_callable(fn: tf.types.experimental.PolymorphicFunction, executor: str
       executor: ``""`` (TensorFlow's default executor) or ``SINGLE_THREADED``.
 
     Returns:
-      ``call(*arrays)``: the arrays in signature order, each already of the signature's
-      dtype (validate them first, e.g. ``pgtwin_core.policy_inputs``); returns ``fn``'s outputs
+      ``call(*arrays)``: the arrays (numpy, or tensors, passed as they are) in signature
+      order, each already of the signature's dtype (validate them first, e.g.
+      ``pgtwin_core.policy_inputs``); returns ``fn``'s outputs
       flattened (``tf.nest.flatten`` order). No gradient is recorded. Under
       ``tf.config.run_functions_eagerly(True)`` it calls ``fn`` itself, which then runs its
       Python body op by op, as that switch promises.
@@ -65,10 +66,10 @@ def direct_callable(fn: tf.types.experimental.PolymorphicFunction, executor: str
         if tf.config.functions_run_eagerly():
             return tf.nest.flatten(fn(*arrays))
         if direct is not None:
-            return direct([tensor(a) for a in arrays])
+            return direct([a if isinstance(a, tf.Tensor) else tensor(a) for a in arrays])
         # The public path, for a TensorFlow without the pieces ``_direct_call`` uses.
         with tf.experimental.function_executor_type(executor or None):
-            return tf.nest.flatten(concrete(*map(tf.constant, arrays)))
+            return tf.nest.flatten(concrete(*map(tf.convert_to_tensor, arrays)))
     call.concrete = concrete  # the runtime drops the traced function when ``concrete`` goes
     return call
 
@@ -86,17 +87,55 @@ def policy_callable(fn: tf.types.experimental.PolymorphicFunction,
     rollout, cost more than the XLA-compiled call itself: docs/benchmarks.md section 5).
     The returned array never shares memory with that slot (it is copied if it would).
     """
+    call_with = _numpy_call(fn, executor)
+
+    def call(obs: np.ndarray) -> np.ndarray:
+        return call_with(obs, [])
+    call.concrete = call_with.concrete
+    return call
+
+
+def snapshot_policy(fn: tf.types.experimental.PolymorphicFunction,
+                    variables: list[tf.Variable]) -> Callable[[], Callable[[np.ndarray], np.ndarray]]:
+    """``snapshot() -> call(obs) -> params``: ``fn(obs, *weights)`` on the ``variables``'
+    values as ``snapshot()`` reads them, numpy in and out (as :func:`policy_callable`).
+
+    For the rollout: the weights do not change within one, and reading them once per
+    rollout instead of once per call (as captured variables are) takes a read per variable
+    out of every env step (docs/benchmarks.md section 5). A snapshot is a value: an update
+    after ``snapshot()`` leaves it as it was (TensorFlow copies a variable on write while a
+    read of it is alive), so a policy must be taken anew for each rollout, as
+    ``agent.rollout_policy()`` says. ``fn``'s signature: observations, then one tensor per
+    variable, in order.
+    """
+    call_with = _numpy_call(fn, executor="")
+
+    def snapshot() -> Callable[[np.ndarray], np.ndarray]:
+        with tf.init_scope():
+            weights = [v.read_value() for v in variables]
+
+        def call(obs: np.ndarray) -> np.ndarray:
+            return call_with(obs, weights)
+        return call
+    snapshot.concrete = call_with.concrete
+    return snapshot
+
+
+def _numpy_call(fn: tf.types.experimental.PolymorphicFunction, executor: str,
+                ) -> Callable[[np.ndarray, list[tf.Tensor]], np.ndarray]:
+    """``call(obs, tensors) -> fn(obs, *tensors)`` as numpy, ``obs`` through an input slot
+    (:func:`policy_callable`)."""
     public = direct_callable(fn, executor)
     direct = _direct_call(fn.get_concrete_function(), executor)
     slots = InputSlots()
 
-    def call(obs: np.ndarray) -> np.ndarray:
+    def call(obs: np.ndarray, tensors: list[tf.Tensor]) -> np.ndarray:
         slot = None if direct is None or tf.config.functions_run_eagerly() else slots.get(obs)
         if slot is None:
-            return public(obs)[0].numpy()
+            return public(obs, *tensors)[0].numpy()
         buffer, tensor = slot
         np.copyto(buffer, obs)
-        out = direct([tensor])[0].numpy()
+        out = direct([tensor, *tensors])[0].numpy()
         return out.copy() if np.may_share_memory(out, buffer) else out
     call.concrete = public.concrete
     return call

@@ -227,7 +227,6 @@ def test_eager_rollout_policy_is_the_compiled_forward_pass(dtype, rtol):
     plain = ReinforceAgent(spec, ReinforceConfig(dtype=dtype, jit_compile=False), weights=weights)
     try:
         policy = agent.rollout_policy()
-        assert policy == agent.rollout_params  # the recompute path's dist_params, swapped
         expected = numpy_mlp_params(spec, {k: v.astype(np.float64) for k, v in weights.items()}, obs)
         for _ in range(3):  # the slot is reused: every call reads this call's obs
             np.testing.assert_allclose(policy(obs), expected, rtol=rtol, atol=rtol)
@@ -239,3 +238,45 @@ def test_eager_rollout_policy_is_the_compiled_forward_pass(dtype, rtol):
     finally:
         agent.close()
         plain.close()
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float32", 1e-5), ("float64", 1e-12)])
+def test_eager_rollout_policy_is_a_snapshot_of_the_weights_when_taken(dtype, rtol):
+    # The compiled rollout policy reads the weights once, when rollout_policy() is called:
+    # after an update (and after set_weights) the old policy still gives the old weights'
+    # params (TensorFlow copies a variable on write while a read of it lives) and a new one
+    # the new weights'. Oracle: numpy_mlp_params on get_weights() at each point.
+    from eager.agent import ReinforceAgent
+    from pgtwin.parity.twin_parity import POLICY_KINDS
+    from pgtwin_core.config import ReinforceConfig
+    from pgtwin_core.envs import make_vec_env
+    from pgtwin_core.rollout import collect
+    from pgtwin_core.specs import init_weights
+
+    kind = POLICY_KINDS["categorical_mlp"]
+    spec = kind.spec()
+    agent = ReinforceAgent(spec, ReinforceConfig(dtype=dtype, num_envs=4, num_steps=16,
+                                                 learning_rate=0.1),
+                           weights=init_weights(spec, 0, dtype=dtype))
+    envs = make_vec_env(kind.env_id, 4, seed=0)
+    obs = np.random.default_rng(2).standard_normal((4, *spec.obs_shape)).astype(dtype)
+    as64 = lambda w: {k: v.astype(np.float64) for k, v in w.items()}  # noqa: E731
+    try:
+        before = agent.get_weights()
+        old = agent.rollout_policy()
+        batch, _ = collect(envs, old, spec, 16, np.random.default_rng(0))
+        assert agent.update(batch)["applied"]
+        after = agent.get_weights()
+        assert not np.allclose(after["policy/head/kernel"], before["policy/head/kernel"])
+        np.testing.assert_allclose(old(obs), numpy_mlp_params(spec, as64(before), obs),
+                                   rtol=rtol, atol=rtol)
+        np.testing.assert_allclose(agent.rollout_policy()(obs),
+                                   numpy_mlp_params(spec, as64(after), obs), rtol=rtol, atol=rtol)
+        np.testing.assert_allclose(agent.rollout_params(obs),
+                                   numpy_mlp_params(spec, as64(after), obs), rtol=rtol, atol=rtol)
+        agent.set_weights(before)
+        np.testing.assert_allclose(agent.rollout_policy()(obs),
+                                   numpy_mlp_params(spec, as64(before), obs), rtol=rtol, atol=rtol)
+    finally:
+        envs.close()
+        agent.close()
