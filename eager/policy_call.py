@@ -21,7 +21,9 @@ per-call set-up (executor, call frame, rendezvous), which on this machine is mos
 non-compiled call's cost, whatever the ops (docs/benchmarks.md section 5 measures it). Its
 observations reach TensorFlow through an input slot (:class:`InputSlots`, every
 ``policy_callable``): a tensor made once over a numpy buffer that each call writes, since
-making a tensor per call cost more, inside a rollout, than the compiled call itself.
+making a tensor per call cost more, inside a rollout, than the compiled call itself. It
+takes the weights as inputs, read once per rollout (:func:`snapshot_policy`), not as
+captured variables read in every call.
 """
 from __future__ import annotations
 
