@@ -7,12 +7,10 @@ Computed once here, in float64 numpy, so both twins train on the same arrays (as
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pgtwin_core.returns import _as_flags, _check_finite, _check_not_both, _check_shape
+from pgtwin_core.returns import _check_finite, _check_shape, episode_ends
 
 __all__ = ["lambda_advantages"]
 
@@ -67,38 +65,17 @@ def lambda_advantages(
             2-D, another array of another shape, ``gamma`` or ``lambda_`` outside [0, 1],
             a non-finite reward, value or bootstrap, both flags set at one step.
     """
-    r_t = np.asarray(rewards, dtype=np.float64)
-    if r_t.ndim not in (1, 2):
-        raise ValueError(
-            f"rewards must be 1-D [T] or 2-D [T, N] (time-major), got shape {r_t.shape}")
+    r_t, ends_t, next_t = episode_ends(rewards, terminated, truncated, bootstrap,
+                                       gamma=gamma, lambda_=lambda_)
     shape = r_t.shape
     v_t = np.asarray(values, dtype=np.float64)
     _check_shape(v_t, shape, "values", "rewards")
-    terminated_t = _as_flags(terminated, "terminated", shape, "rewards")
-    truncated_t = _as_flags(truncated, "truncated", shape, "rewards")
-    if bootstrap is None:
-        v_tp1 = np.zeros(shape, dtype=np.float64)
-    else:
-        v_tp1 = np.asarray(bootstrap, dtype=np.float64)
-        _check_shape(v_tp1, shape, "bootstrap", "rewards")
-    gamma, lam = float(gamma), float(lambda_)
-    for name, x in (("gamma", gamma), ("lambda_", lam)):
-        if not (math.isfinite(x) and 0.0 <= x <= 1.0):
-            raise ValueError(f"{name} must be a finite number in [0, 1], got {x}")
-    _check_finite(r_t, "rewards")
     _check_finite(v_t, "values")
-    _check_finite(v_tp1, "bootstrap")
-    _check_not_both(terminated_t, truncated_t, "terminated", "truncated")
-
+    gamma, lam = float(gamma), float(lambda_)
     a_t = np.empty(shape, dtype=np.float64)
     if shape[0] == 0:
         return a_t
-    # As discounted_returns: the last row has no step t+1 inside the array, so an episode
-    # still running there was cut by the rollout length and bootstraps like a time limit.
-    cut_t = truncated_t.copy()
-    cut_t[-1] |= ~terminated_t[-1]
-    ends_t = terminated_t | cut_t
-    next_t = np.where(cut_t, v_tp1, 0.0)
+    # After an end, what follows (0, or the bootstrap after a cut); else the next value.
     next_t[:-1] = np.where(ends_t[:-1], next_t[:-1], v_t[1:])
     delta_t = r_t + gamma * next_t - v_t
     a_tp1 = np.zeros(shape[1:], dtype=np.float64)

@@ -124,6 +124,41 @@ def discounted_returns(
             non-finite or outside [0, 1], ``rewards`` or ``bootstrap`` holds a non-finite
             value, or ``terminated`` and ``truncated`` are both set at one step.
     """
+    r_t, ends_t, tail_t = episode_ends(rewards, terminated, truncated, bootstrap, gamma=gamma)
+    gamma = float(gamma)
+    g_t = np.empty(r_t.shape, dtype=np.float64)
+    # One reverse pass over T; each row is a vector over the N environments.
+    g_tp1 = np.zeros(r_t.shape[1:], dtype=np.float64)
+    for t in range(r_t.shape[0] - 1, -1, -1):
+        g_tp1 = r_t[t] + gamma * np.where(ends_t[t], tail_t[t], g_tp1)
+        g_t[t] = g_tp1
+    return g_t
+
+
+def episode_ends(
+    rewards: ArrayLike,
+    terminated: ArrayLike,
+    truncated: ArrayLike,
+    bootstrap: ArrayLike | None,
+    **rates: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The checked inputs of a backward recursion over time-major episodes
+    (:func:`discounted_returns`, ``pgtwin_core.gae.lambda_advantages``).
+
+    Args: as :func:`discounted_returns`; ``rates``: the recursion's decays by name
+    (``gamma=...``, ``lambda_=...``), each a python float in [0, 1].
+
+    Returns:
+        ``(r_t, ends_t, tail_t)``: the rewards as float64 ``[T]`` or ``[T, N]``; bool
+        ``ends_t``, the episode does not go on inside the array after step t (a true end,
+        a time limit, or the last row of an episode still running, which the rollout
+        length cut and which bootstraps exactly like a time limit); float64 ``tail_t``,
+        what follows such a step: 0 after a true end, ``bootstrap[t]`` after a cut.
+
+    Raises:
+        ValueError: naming the argument (and the first bad index), as
+            :func:`discounted_returns` lists.
+    """
     r_t = np.asarray(rewards, dtype=np.float64)
     if r_t.ndim not in (1, 2):
         raise ValueError(
@@ -137,30 +172,17 @@ def discounted_returns(
     else:
         v_tp1 = np.asarray(bootstrap, dtype=np.float64)
         _check_shape(v_tp1, shape, "bootstrap", "rewards")
-    gamma = float(gamma)
-    if not (math.isfinite(gamma) and 0.0 <= gamma <= 1.0):
-        raise ValueError(f"gamma must be a finite number in [0, 1], got {gamma}")
+    for name, rate in rates.items():
+        rate = float(rate)
+        if not (math.isfinite(rate) and 0.0 <= rate <= 1.0):
+            raise ValueError(f"{name} must be a finite number in [0, 1], got {rate}")
     _check_finite(r_t, "rewards")
     _check_finite(v_tp1, "bootstrap")
     _check_not_both(terminated_t, truncated_t, "terminated", "truncated")
-
-    g_t = np.empty(shape, dtype=np.float64)
-    if shape[0] == 0:
-        return g_t
-    # The last row has no G_{t+1} inside the array: an episode still running there was cut
-    # by the rollout length, which bootstraps exactly like a time-limit truncation.
     cut_t = truncated_t.copy()
-    cut_t[-1] |= ~terminated_t[-1]
-    ends_t = terminated_t | cut_t
-    # What follows step t when the episode does not go on inside the array: 0 after a true
-    # end, the value estimate after a cut.
-    tail_t = np.where(cut_t, v_tp1, 0.0)
-    # One reverse pass over T; each row is a vector over the N environments.
-    g_tp1 = np.zeros(shape[1:], dtype=np.float64)
-    for t in range(shape[0] - 1, -1, -1):
-        g_tp1 = r_t[t] + gamma * np.where(ends_t[t], tail_t[t], g_tp1)
-        g_t[t] = g_tp1
-    return g_t
+    if shape[0]:
+        cut_t[-1] |= ~terminated_t[-1]
+    return r_t, terminated_t | cut_t, np.where(cut_t, v_tp1, 0.0)
 
 
 def _counted(x: ArrayLike, eps: float, mask: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
