@@ -19,7 +19,7 @@ def test_readme_has_two_commands_main_job_then_tests():
     main_job, tests = readme_commands()
     assert main_job == 'pip install -e ".[test]" && pgtwin demo'
     assert tests == ('pip install -e ".[test]" && python -m pytest -q -n auto --maxprocesses 4 '
-                     '--dist loadfile --no-loadscope-reorder')
+                     '--dist loadfile')
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
