@@ -212,7 +212,40 @@ class HeldMemory:
     @property
     def horizon(self) -> int:
         """H of the time-indexed sums held (0 if none)."""
-        return 0 if self.kind != "time" else int(self._read()["horizon"])
+        return self.held_rows()[1]
+
+    def held_rows(self) -> tuple[int, int]:
+        """``(rows stored, horizon)`` of ``optimal_time``'s sums, read together; ``(0, 0)``
+        for the other kinds. Rows past ``horizon`` are padding (:meth:`widen`)."""
+        if self.kind != "time":
+            return 0, 0
+        values = self._read()
+        return int(np.shape(values["num"])[0]), int(values["horizon"])
+
+    def widen(self, rows: int) -> None:
+        """``optimal_time``: the stored sums continued to ``rows`` rows, as the update's
+        computation continues them on every use (``num`` and ``sum_r`` with zeros, ``den``
+        with its last row; zeros when it has none), so the values it sees are the same.
+
+        Why: XLA compiles the update once per input shape, and the memory's rows are one of
+        them. Stored at the grid's width, the memory adds no shape of its own: one compile per
+        grid width, where (grid, memory) pairs cost two (an empty memory's first update, then
+        the same grid with the memory it wrote). A no-op at ``rows`` rows or more, and for the
+        other kinds.
+        """
+        if self.kind != "time":
+            return
+        values = self._read()
+        have = int(np.shape(values["num"])[0])
+        if have >= rows:
+            return
+        extra = rows - have
+        zeros = lambda x: np.zeros((extra, *np.shape(x)[1:]), np.asarray(x).dtype)  # noqa: E731
+        den = values["den"]
+        tail = np.repeat(den[-1:], extra, axis=0) if have else zeros(den)
+        self._write({**values, "num": np.concatenate([values["num"], zeros(values["num"])]),
+                     "den": np.concatenate([den, tail]),
+                     "sum_r": np.concatenate([values["sum_r"], zeros(values["sum_r"])])})
 
     def state(self) -> dict[str, np.ndarray]:
         """``BaselineMemory.state``'s arrays (empty while empty)."""

@@ -267,3 +267,68 @@ def test_twins_remember_the_applied_batch_only(impl):
     plain = agent_class(impl)(spec, ReinforceConfig(baseline="mean"))
     assert plain.baseline_memory is None
     plain.close()
+
+
+# ------------------------------------------------- optimal_time's rows at the grid width
+def test_widen_continues_the_sums_as_the_computation_does():
+    """By hand: num and sum_r continue with zeros, den with its last row; an empty memory
+    with zeros; the horizon and count stay; nothing happens at or above the rows held."""
+    store = {}
+    memory = bl_held_memory(store)
+    store.update(num=np.array([[1.0, 2.0], [3.0, 4.0]]), den=np.array([[5.0, 6.0], [7.0, 8.0]]),
+                 sum_r=np.array([[9.0], [10.0]]), count=np.float64(2.5), horizon=np.int32(2))
+    assert memory.held_rows() == (2, 2)
+    memory.widen(4)
+    np.testing.assert_array_equal(store["num"], [[1, 2], [3, 4], [0, 0], [0, 0]])
+    np.testing.assert_array_equal(store["den"], [[5, 6], [7, 8], [7, 8], [7, 8]])
+    np.testing.assert_array_equal(store["sum_r"], [[9], [10], [0], [0]])
+    assert (store["count"], store["horizon"]) == (2.5, 2)
+    assert memory.held_rows() == (4, 2)
+    before = {k: np.copy(v) for k, v in store.items()}
+    memory.widen(3)
+    assert all(np.array_equal(before[k], store[k]) for k in before)
+    store.clear()
+    store.update(memory.empty())
+    memory.widen(3)
+    assert store["num"].shape == store["den"].shape == (3, 2) and store["sum_r"].shape == (3, 1)
+    assert not np.any(store["num"]) and not np.any(store["den"]) and not np.any(store["sum_r"])
+    assert memory.state() == {}
+
+
+def bl_held_memory(store: dict):
+    """A ``HeldMemory`` of ``optimal_time`` over P = 2 weights, held in ``store``."""
+    from pgtwin_core.baseline_memory import HeldMemory
+    return HeldMemory(0.5, "optimal_time", 2, lambda: dict(store), store.update)
+
+
+@pytest.mark.parametrize("impl", ("graph", "eager"))
+def test_a_memory_at_the_grid_width_updates_as_the_narrower_one(impl, monkeypatch):
+    """Three ``optimal_time`` updates with the memory widened to the grid (the path's own)
+    and with ``widen`` switched off (the memory as the computation wrote it, continued
+    inside it) end at the same weights and memory, bit for bit; the widened memory holds
+    the grid's rows before every update."""
+    from pgtwin_core.baseline_memory import HeldMemory
+    spec = KINDS["categorical_mlp"]
+    # Grids 8, 16, 16 cells wide: the second update widens a memory of 8 rows.
+    cases = [episodic_batch(spec, 20, 3, seed=s) for s in (22, 21, 23)]
+    config = ReinforceConfig(dtype="float64", baseline="optimal_time", baseline_memory=0.7,
+                             optimizer="sgd", num_envs=3, num_steps=20)
+    ends, rows = [], []
+    for widen in (HeldMemory.widen, lambda self, rows: None):
+        monkeypatch.setattr(HeldMemory, "widen", widen)
+        agent = agent_class(impl)(spec, config, weights=random_weights(spec, seed=1))
+        path = agent.update_path
+        for case in cases:
+            width = path.layout(case.batch).mask.shape[1]  # the path widens here
+            rows.append((width, path.memory.held_rows()[0]))
+            assert agent.update(case.batch)["applied"]
+        ends.append((agent.get_weights(), path.memory.state()))
+        agent.close()
+    (w_wide, m_wide), (w_narrow, m_narrow) = ends
+    assert all(np.array_equal(w_wide[n], w_narrow[n]) for n in w_wide)
+    assert m_wide.keys() == m_narrow.keys() == {"num", "den", "sum_r", "count"}
+    assert all(np.array_equal(m_wide[k], m_narrow[k]) for k in m_wide)
+    # Widened, the memory has the grid's rows before each update (from empty, then from 8
+    # rows to 16); not widened, only where the last grid was as wide.
+    assert [w == held for w, held in rows] == [True] * 3 + [False, False, True], rows
+    assert rows[0][0] < rows[1][0] == rows[2][0], rows

@@ -94,9 +94,12 @@ class LayoutPath:
     def layout(self, batch: Batch) -> EpisodeLayout:
         """The batch's grid (``NoCompleteEpisodeError`` without a complete episode); warns
         once below ``MIN_EPISODES`` episodes."""
+        stored, horizon = self.memory.held_rows()
         layout = episode_layout(batch, self.config, self.spec,
                                 one_chunk_per_episode=self.config.baseline == "optimal_time",
-                                min_horizon=self.memory.horizon)
+                                min_horizon=horizon)
+        if stored < layout.mask.shape[1]:  # optimal_time: one compile per grid width
+            self.memory.widen(layout.mask.shape[1])
         if (layout.num_episodes < MIN_EPISODES and not self._warned
                 and warns_below_min_episodes(self.config)):
             self._warned = True
