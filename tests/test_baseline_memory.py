@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from pgtwin_core import baselines as bl
-from pgtwin_core.baseline_memory import BaselineMemory, EpisodeSums
+from pgtwin_core.baseline_memory import BaselineMemory, EpisodeSums, HeldMemory
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.rollout import Batch
 from pgtwin_core.specs import PolicySpec
@@ -274,7 +274,7 @@ def test_widen_continues_the_sums_as_the_computation_does():
     """By hand: num and sum_r continue with zeros, den with its last row; an empty memory
     with zeros; the horizon and count stay; nothing happens at or above the rows held."""
     store = {}
-    memory = bl_held_memory(store)
+    memory = held_memory(store)
     store.update(num=np.array([[1.0, 2.0], [3.0, 4.0]]), den=np.array([[5.0, 6.0], [7.0, 8.0]]),
                  sum_r=np.array([[9.0], [10.0]]), count=np.float64(2.5), horizon=np.int32(2))
     assert memory.held_rows() == (2, 2)
@@ -295,9 +295,8 @@ def test_widen_continues_the_sums_as_the_computation_does():
     assert memory.state() == {}
 
 
-def bl_held_memory(store: dict):
+def held_memory(store: dict):
     """A ``HeldMemory`` of ``optimal_time`` over P = 2 weights, held in ``store``."""
-    from pgtwin_core.baseline_memory import HeldMemory
     return HeldMemory(0.5, "optimal_time", 2, lambda: dict(store), store.update)
 
 
@@ -307,7 +306,6 @@ def test_a_memory_at_the_grid_width_updates_as_the_narrower_one(impl, monkeypatc
     and with ``widen`` switched off (the memory as the computation wrote it, continued
     inside it) end at the same weights and memory, bit for bit; the widened memory holds
     the grid's rows before every update."""
-    from pgtwin_core.baseline_memory import HeldMemory
     spec = KINDS["categorical_mlp"]
     # Grids 8, 16, 16 cells wide: the second update widens a memory of 8 rows.
     cases = [episodic_batch(spec, 20, 3, seed=s) for s in (22, 21, 23)]

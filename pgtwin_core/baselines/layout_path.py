@@ -93,7 +93,8 @@ class LayoutPath:
 
     def layout(self, batch: Batch) -> EpisodeLayout:
         """The batch's grid (``NoCompleteEpisodeError`` without a complete episode); warns
-        once below ``MIN_EPISODES`` episodes."""
+        once below ``MIN_EPISODES`` episodes. ``optimal_time``'s memory is widened to the
+        grid's width here (``HeldMemory.widen``: the same values, one compile per width)."""
         stored, horizon = self.memory.held_rows()
         layout = episode_layout(batch, self.config, self.spec,
                                 one_chunk_per_episode=self.config.baseline == "optimal_time",
