@@ -1,7 +1,8 @@
 """The value baseline's network agrees between the twins, rung by rung
 (``pgtwin.parity.value_parity``): variables exactly, V, loss, gradients, weights after
 optimizer steps (Adam, SGD), and three training updates (fit after and before), in float32
-and float64, for an MLP policy and an LSTM one."""
+and float64, for an MLP policy and an LSTM one. The LSTM climbs Adam and fit-before only:
+what it adds is its torso, and the optimizer and fit order are the MLP's rows' code."""
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,9 @@ RUNGS = {"variables", "outputs", "loss", "gradients", "weights", "training"}
 @pytest.mark.parametrize("kind", ["categorical_mlp",
                                   pytest.param("gaussian_lstm", marks=pytest.mark.slow)])
 def test_value_net_ladder(kind, dtype):
-    report = run_value_ladder(kind, dtype)
+    lstm = kind == "gaussian_lstm"
+    report = run_value_ladder(kind, dtype, optimizers=("adam",) if lstm else ("adam", "sgd"),
+                              fits=("before",) if lstm else ("after", "before"))
     failed = [r for r in report.rows if not r.ok]
     assert not failed, "\n".join(f"{r.context} {r.rung} {r.item}: abs {r.max_abs:.3g} "
                                  f"rel {r.max_rel:.3g} {r.note}" for r in failed)
@@ -24,3 +27,8 @@ def test_value_net_ladder(kind, dtype):
     assert "value/head/kernel" in names
     if kind == "gaussian_lstm":
         assert "value/lstm/kernel" in names
+
+
+def test_a_ladder_with_nothing_to_climb_is_refused():
+    with pytest.raises(ValueError, match=r"optimizers \(\) and fits \('after',\) must each name"):
+        run_value_ladder("categorical_mlp", "float64", optimizers=(), fits=("after",))

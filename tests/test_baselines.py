@@ -270,9 +270,14 @@ def test_every_baseline_matches_the_oracle(impl, kind, dtype):
             np.testing.assert_allclose(got[n], expected[n], rtol=1e-9 if dtype == "float64" else 1e-3,
                                        atol=(1e-12 if dtype == "float64" else 1e-4) * scale,
                                        err_msg=f"{impl} {kind} {dtype} {baseline} {n}")
+        # The update of every baseline is held to the other twin's in
+        # parity_tests/test_per_sample_parity.py; here one of them, for its trace count.
+        if baseline != "optimal_scalar":
+            agent.close()
+            continue
         metrics = agent.update(case.batch)
         assert metrics["applied"] and np.isfinite(metrics["loss"]), metrics
-        if impl == "eager" and baseline == "optimal_scalar":
+        if impl == "eager":
             small = episodic_batch(spec, num_steps=5, num_envs=2, seed=8).batch
             agent.update(small)
             assert set(agent.update_path.trace_counts().values()) == {1}

@@ -47,9 +47,18 @@ def value_config(dtype: str, optimizer: str = "adam", **changes) -> ReinforceCon
 
 
 def run_value_ladder(policy_kind: str, dtype: str, *, seed: int = 0, fit_steps: int = 5,
-                     updates: int = 3) -> ParityReport:
+                     updates: int = 3, optimizers: tuple[str, ...] = ("adam", "sgd"),
+                     fits: tuple[str, ...] = ("after", "before")) -> ParityReport:
     """The value net's rungs for one policy kind and dtype (module doc); rows carry
-    ``context = "<kind>/<dtype>/value[/<optimizer or fit>]"``."""
+    ``context = "<kind>/<dtype>/value[/<optimizer or fit>]"``.
+
+    ``optimizers`` (each a pair of twins fitting the same fixed batch; the outputs, loss and
+    gradients rungs come with the first) and ``fits`` (each a short training run, the value
+    net fitted ``after`` or ``before`` the policy uses it) choose what is climbed: every one
+    builds both twins anew, so a caller that needs fewer saves their build and compiles."""
+    if not optimizers or not fits:
+        raise ValueError(f"run_value_ladder: optimizers {optimizers!r} and fits {fits!r} "
+                         "must each name at least one")
     kind = get_policy_kind(policy_kind)
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
@@ -57,17 +66,17 @@ def run_value_ladder(policy_kind: str, dtype: str, *, seed: int = 0, fit_steps: 
     spec = kind.spec()
     weights = init_weights(spec, seed, dtype=dtype)
     report = ParityReport()
-    for optimizer in ("adam", "sgd"):
+    for optimizer in optimizers:
         pair = TwinPair(spec, value_config(dtype, optimizer), weights)
         try:
             batch = fixed_batch(kind, spec, pair.graph.dist_params, seed)
             fed = _fed(pair, batch)
-            if optimizer == "adam":
+            if optimizer == optimizers[0]:
                 report.extend(compare_fixed(pair, fed, ctx))
             report.extend(compare_fit(pair, fed, fit_steps, f"{ctx}/{optimizer}"))
         finally:
             pair.close()
-    for fit in ("after", "before"):
+    for fit in fits:
         report.extend(compare_value_training(kind, spec, weights, dtype, seed, updates, fit,
                                              f"{ctx}/{fit}"))
     return report
