@@ -102,5 +102,6 @@ def test_per_sample_vs_jax(benchmark, batch_size, twin, entry):
         # -sum_i (1/B) * 1 * grad log pi_i: minus JAX's per-sample gradients' mean.
         assert_same(out, {n: -g.mean(axis=0) for n, g in jax_per_sample_ref.items()},
                     f"{twin} aggregated")
-    else:
-        assert_same(out, jax_per_sample_ref, f"{twin} {entry}")
+    else:  # ``loop`` with benchmarks disabled: its first rows only (``warmed_and_timed``)
+        rows = len(next(iter(out.values())))
+        assert_same(out, {n: g[:rows] for n, g in jax_per_sample_ref.items()}, f"{twin} {entry}")
