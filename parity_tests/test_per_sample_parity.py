@@ -50,19 +50,19 @@ def test_per_sample_gradients_agree_across_twins(kind, dtype):
     spec = KINDS[kind]
     graph, eager = twins(spec, ReinforceConfig(dtype=dtype), random_weights(spec))
     report = ParityReport()
-    methods = ("loop", "vectorized", "analytic")
-    for size in (7, 64):
-        obs, actions = random_inputs(spec, size, seed=size)
-        for method in methods:
-            if method == "loop" and size > 7:
-                continue
-            a = graph.per_sample_gradients(obs, actions, method=method)
-            b = eager.per_sample_gradients(obs, actions, method=method)
-            for name in a:
-                compare(report, "gradients", f"{method}:{name}", a[name], b[name], dtype,
-                        f"{kind} {dtype} B={size}")
-        compare(report, "gradients", "sq_norms", graph.per_sample_sq_norms(obs, actions),
-                eager.per_sample_sq_norms(obs, actions), dtype, f"{kind} {dtype} B={size}")
+    # One batch size (7: padded to its row bucket): each twin's methods are held to its own
+    # loop at B = 1, 7 and 256 in tests/test_per_sample.py, so more sizes here would
+    # compile every method again in both twins to compare what those rows already bound.
+    size = 7
+    obs, actions = random_inputs(spec, size, seed=size)
+    for method in ("loop", "vectorized", "analytic"):
+        a = graph.per_sample_gradients(obs, actions, method=method)
+        b = eager.per_sample_gradients(obs, actions, method=method)
+        for name in a:
+            compare(report, "gradients", f"{method}:{name}", a[name], b[name], dtype,
+                    f"{kind} {dtype} B={size}")
+    compare(report, "gradients", "sq_norms", graph.per_sample_sq_norms(obs, actions),
+            eager.per_sample_sq_norms(obs, actions), dtype, f"{kind} {dtype} B={size}")
     graph.close()
     eager.close()
     assert report.ok, report.to_table()
