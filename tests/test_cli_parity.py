@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from pgtwin.parity import twin_parity
+from pgtwin.parity import twin_parity, value_parity
 from pgtwin.cli import main
 from pgtwin.parity.ladder import TWIN_RUNGS, ParityReport, Row
 
@@ -122,9 +122,18 @@ def test_console_entry_point_end_to_end():
 
 
 def test_value_flag_adds_the_value_nets_rows(reports, monkeypatch, capsys):
-    # The value ladder is real (categorical_mlp, float64); the policy ladder is served.
+    # The value ladder is real (categorical_mlp, float64), climbed with SGD and fit-after
+    # only (every rung still has rows; the whole ladder is parity_tests/test_value_parity.py);
+    # the policy ladder is served.
     _serve(monkeypatch, reports["same"])
+    real, calls = value_parity.run_value_ladder, []
+
+    def smaller_value_ladder(kind, dtype, **kwargs):
+        calls.append((kind, dtype, kwargs))
+        return real(kind, dtype, optimizers=("sgd",), fits=("after",), **kwargs)
+    monkeypatch.setattr(value_parity, "run_value_ladder", smaller_value_ladder)
     assert main(ONE + ["--value", "--json"]) == 0
+    assert calls == [("categorical_mlp", "float64", {"seed": 0})]
     rows = _strict_json(capsys.readouterr().out)["rows"]
     value = [r for r in rows if r["policy"] == "categorical_mlp+value"]
     assert [r["rung"] for r in value] == list(TWIN_RUNGS)
