@@ -73,15 +73,15 @@ def oracle_ascent(baseline: str, current: list[dict], earlier: list[tuple[float,
                 b = ratio(sum(w * q * o["R"] for (w, o), q in zip(others, gh)),
                           sum(w * q for (w, _), q in zip(others, gh)), mean)
                 total[h] += g_e[h] * (e["R"] - b)
-        else:
+        else:  # per time l, every parameter h at once: b[h] = num[h] / den[h], else the mean
             psi_e, r_e = padded(e)
             terms = [(w, *padded(o)) for w, o in others]
-            for h in range(width):
-                for l in range(horizon):
-                    mean = sum(w * r[l] for w, _, r in terms) / weight if weight > 0 else 0.0
-                    b = ratio(sum(w * p[l, h] ** 2 * r[l] for w, p, r in terms),
-                              sum(w * p[l, h] ** 2 for w, p, _ in terms), mean)
-                    total[h] += psi_e[l, h] * (r_e[l] - b)
+            for l in range(horizon):
+                mean = sum(w * r[l] for w, _, r in terms) / weight if weight > 0 else 0.0
+                num = sum(w * p[l] ** 2 * r[l] for w, p, r in terms)
+                den = sum(w * p[l] ** 2 for w, p, _ in terms)
+                b = np.where(den != 0, num / np.where(den != 0, den, 1.0), mean)
+                total += psi_e[l] * (r_e[l] - b)
     return total / sum(len(e["ar"]) for e in current)
 
 
