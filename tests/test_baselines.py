@@ -270,8 +270,9 @@ def test_every_baseline_matches_the_oracle(impl, kind, dtype):
             np.testing.assert_allclose(got[n], expected[n], rtol=1e-9 if dtype == "float64" else 1e-3,
                                        atol=(1e-12 if dtype == "float64" else 1e-4) * scale,
                                        err_msg=f"{impl} {kind} {dtype} {baseline} {n}")
-        # The update of every baseline is held to the other twin's in
-        # parity_tests/test_per_sample_parity.py; here one of them, for its trace count.
+        # Updates are held twin to twin elsewhere (the optimal baselines' over 3 updates with
+        # memory in parity_tests/test_per_sample_parity.py, mean's in the twin ladder's
+        # weights rung); here one, optimal_scalar's, for its trace count.
         if baseline != "optimal_scalar":
             agent.close()
             continue
