@@ -45,8 +45,8 @@ class DistributedReinforceAgent(ReinforceAgent):
       strategy: a ``tf.distribute.Strategy``; the current one (default: one device) if None.
 
     Raises:
-      ValueError: ``update_path`` other than ``recompute``; ``baseline`` ``time_mean`` or
-        ``value``, or ``gpomdp`` (not all-reduced yet: issue 15's estimators run on one device).
+      ValueError: ``update_path`` other than ``recompute``; ``natural_kl``; ``baseline``
+        ``time_mean`` or ``value``, or ``gpomdp`` (not all-reduced yet: issue 15's estimators run on one device).
     """
 
     def __init__(self, spec: PolicySpec, config: ReinforceConfig = ReinforceConfig(),
@@ -57,6 +57,11 @@ class DistributedReinforceAgent(ReinforceAgent):
                 f"ReinforceConfig.update_path={config.update_path!r} is not supported under a "
                 "tf.distribute strategy (each replica recomputes its batch); use 'recompute'"
             )
+        if config.natural_kl is not None:
+            raise ValueError(
+                f"ReinforceConfig.natural_kl={config.natural_kl!r} is not supported under a "
+                "tf.distribute strategy yet (the Fisher's per-sample scores are not "
+                "all-reduced); train it on one device, or set natural_kl to None")
         if config.baseline in ("time_mean", "value") or config.gpomdp:
             what = "gpomdp=True" if config.gpomdp else f"baseline={config.baseline!r}"
             raise ValueError(

@@ -28,6 +28,10 @@ UPDATE_PATHS = ("recompute", "cached")
 DTYPES = ("float32", "float64")
 
 
+class NaturalConflictError(ValueError):
+    """``natural_kl`` set with a choice it cannot serve (:func:`natural_conflict`)."""
+
+
 def _real(value: object) -> bool:
     """A real number, not a bool (True would pass as 1)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
@@ -105,6 +109,16 @@ class ReinforceConfig:
     the rollout's cut bootstrapped, and the value net fitted to the lambda-returns A + V.
     lambda = 1 is the reward-to-go with those bootstraps; smaller lambda trades variance
     for the value net's bias (``pgtwin_core.value_path``)."""
+    natural_kl: float | None = None
+    """None: the loss gradient goes to the optimizer as it is. A number delta > 0: the
+    natural policy gradient step (``pgtwin_core.natural_gradient``): the gradient
+    preconditioned by the inverse Fisher of the batch's per-sample scores and scaled so the
+    step's KL, to second order, is delta; the optimizer must be ``sgd``, whose
+    ``learning_rate`` then scales that step (1.0 takes it whole, as NPG and TRPO do)."""
+    natural_damping: float = 0.1
+    """``natural_kl``: lambda added to the Fisher's diagonal (> 0; TRPO's and SB3's 0.1)."""
+    natural_cg_iters: int = 10
+    """``natural_kl``: conjugate-gradient steps per update (TRPO's 10)."""
     entropy_coef: float = 0.0
     """Weight of the entropy bonus subtracted from the loss (>= 0)."""
     max_grad_norm: float | None = None
@@ -153,6 +167,12 @@ class ReinforceConfig:
              "must be a number in [0, 1) (0: episodic baselines from this batch only)"),
             ("baseline_shrinkage", _shrinkage,
              "must be None (off), a number in [0, 1] or 'auto'"),
+            ("natural_kl", lambda v: v is None or (_real(v) and 0 < v < math.inf),
+             "must be None (plain gradient steps) or a finite number > 0 (the KL of a "
+             "natural gradient step)"),
+            ("natural_damping", lambda v: _real(v) and 0 < v < math.inf,
+             "must be a finite number > 0"),
+            ("natural_cg_iters", _count, "must be an int >= 1"),
             ("entropy_coef", lambda v: _real(v) and 0 <= v < math.inf, "must be a finite number >= 0"),
             # inf is refused too: TF's clip_by_global_norm turns an infinite clip norm into NaN.
             ("max_grad_norm", lambda v: v is None or (_real(v) and 0 < v < math.inf),
@@ -200,10 +220,18 @@ class ReinforceConfig:
                 f"ReinforceConfig.gae_lambda={self.gae_lambda!r} cannot serve "
                 f"baseline={self.baseline!r}: GAE's advantages come from the learned value "
                 "net; use baseline='value' (or set gae_lambda to None)")
+        self._check_natural()
         if self.value_hidden is not None:  # a list from a run's JSON settings
             object.__setattr__(self, "value_hidden", tuple(int(h) for h in self.value_hidden))
         object.__setattr__(self, "num_envs", int(self.num_envs))
         object.__setattr__(self, "num_steps", int(self.num_steps))
+
+    def _check_natural(self) -> None:
+        """Refuse a ``natural_kl`` that :func:`natural_conflict` finds a conflict for."""
+        why = natural_conflict(self)
+        if why is not None:
+            raise NaturalConflictError(
+                f"ReinforceConfig.natural_kl={self.natural_kl!r} cannot serve {why}")
 
     @property
     def batch_size(self) -> int:
@@ -218,3 +246,26 @@ class ReinforceConfig:
     def replace(self, **changes) -> "ReinforceConfig":
         """A copy with ``changes`` applied (validated again)."""
         return dataclasses.replace(self, **changes)
+
+
+def natural_conflict(config: ReinforceConfig) -> str | None:
+    """Why ``config.natural_kl`` cannot be used with the rest of ``config``, None if it can
+    (or is off). The one home of these rules: the config refuses them, and
+    ``pgtwin.train.settings.resolve`` drops a per-env row's natural step when the caller's
+    choices meet one."""
+    if config.natural_kl is None:
+        return None
+    if config.optimizer != "sgd":
+        return (f"optimizer={config.optimizer!r}: Adam would rescale each coordinate of the "
+                "natural step and undo it; use optimizer='sgd' (learning_rate scales the "
+                "step, 1.0 takes it whole)")
+    if config.max_grad_norm is not None:
+        return (f"max_grad_norm={config.max_grad_norm!r}: the KL radius bounds the step "
+                "already; set max_grad_norm to None (or lower natural_kl)")
+    if config.baseline.startswith("optimal"):
+        return (f"baseline={config.baseline!r}: the optimal baselines' update is the twins' "
+                f"own TensorFlow step; use a per-step baseline {PER_STEP_BASELINES}")
+    if config.update_path == "cached":
+        return ("update_path='cached': the natural step needs per-sample scores, computed "
+                "from the batch again; use update_path='recompute'")
+    return None

@@ -11,12 +11,17 @@
     otherwise                               "recompute"       pgtwin_core.update_path.RecomputePath
 
 Each twin's ``update_paths.py`` hands ``chosen_path`` the builders of its own two paths.
+With ``config.natural_kl`` the shared paths (recompute, value) train through
+``pgtwin_core.natural_gradient.NaturalGradientLoss`` over the twin's loss; the config
+refuses it with the twins' own paths.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from pgtwin_core.baselines import EPISODIC, EpisodicUpdate
+from pgtwin_core.baselines.estimator import per_sample_method
+from pgtwin_core.natural_gradient import NaturalGradientLoss
 from pgtwin_core.update_path import RecomputePath, UpdatePath, WeightedLoss
 from pgtwin_core.value_path import ValueNet, value_path
 
@@ -42,6 +47,9 @@ def chosen_path(agent, weighted: WeightedLoss, optimal_scalar: Callable[[], Upda
     TensorFlow path of the episodic baselines; without it, the numpy ``EpisodicUpdate``.
     ``value_net``: builds the twin's value network (``baseline='value'``)."""
     kind = path_kind(agent.config)
+    if agent.config.natural_kl is not None:
+        weighted = NaturalGradientLoss(weighted, agent.per_sample_gradients,
+                                       per_sample_method(agent.spec.torso), agent.config)
     if kind == "optimal_scalar":
         return optimal_scalar()
     if kind == "episodic" and episodic is not None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgtwin_core.baselines import EPISODIC
-from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.config import NaturalConflictError, ReinforceConfig
 from pgtwin_core.schedules import Schedules
 from pgtwin.train.skipped_updates import MAX_CONSECUTIVE_SKIPS
 
@@ -223,6 +223,31 @@ def newest_logdir(env_id: str, impl: str, seed: int) -> str | None:
     return found[-1] if found else None
 
 
+NATURAL_STEP: dict[str, Any] = dict(optimizer="sgd", learning_rate=1.0)
+"""What a run with ``natural_kl`` takes unless given: the natural step applied whole by SGD
+(``pgtwin_core.natural_gradient``; a per-env row sets ``natural_kl`` alone)."""
+
+
+def with_natural_step(base: RunSettings, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with :data:`NATURAL_STEP` filled in where ``natural_kl`` is on (given or
+    from ``base``'s row). A row's ``natural_kl`` that the caller's other choices conflict
+    with (``pgtwin_core.config.natural_conflict``: ``--optimizer adam``, a clip, an optimal
+    baseline) is dropped instead, as a row's GAE drops with its value baseline; a given one
+    is left for ``ReinforceConfig`` to refuse."""
+    if given.get("natural_kl", base.config.natural_kl) is None:
+        return given
+    filled = {**NATURAL_STEP, **given}
+    if "natural_kl" in given:
+        return filled
+    try:
+        _apply(base, filled)
+    except NaturalConflictError:
+        return {**given, "natural_kl": None}
+    except ValueError:  # another bad value: resolve's own _apply names it
+        pass
+    return filled
+
+
 def resolve(env_id: str, given: Mapping[str, Any], saved: RunSettings | None = None) -> RunSettings:
     """The run's settings: ``given`` over ``saved`` (a resumed run's) or over the defaults.
 
@@ -232,9 +257,9 @@ def resolve(env_id: str, given: Mapping[str, Any], saved: RunSettings | None = N
         name; a name absent takes the resumed run's value, else the default. Without
         ``saved``, an episodic baseline with neither ``num_envs`` nor ``num_steps`` given
         gets :func:`for_episodic_baseline`'s rollout, ``torso='lstm'`` without
-        ``history`` gets :data:`LSTM_HISTORY`, and ``baseline='value'`` without
-        ``value_horizon`` the env's time limit (0 without one). A missing ``logdir`` is
-        :func:`default_logdir`'s.
+        ``history`` gets :data:`LSTM_HISTORY`, ``baseline='value'`` without
+        ``value_horizon`` the env's time limit (0 without one), and ``natural_kl`` its
+        :func:`with_natural_step`. A missing ``logdir`` is :func:`default_logdir`'s.
 
     Raises:
       ValueError: a value ``ReinforceConfig`` or ``RunSettings`` refuses.
@@ -254,6 +279,7 @@ def resolve(env_id: str, given: Mapping[str, Any], saved: RunSettings | None = N
             given.setdefault("value_horizon", max_episode_steps(env_id) or 0)
         else:  # a row's GAE needs its value baseline: another baseline given drops it
             given.setdefault("gae_lambda", None)
+        given = with_natural_step(base, given)
     settings = _apply(base, given)
     if settings.schedule_steps is None and (settings.lr_schedule != "constant"
                                             or settings.log_std_floor_final is not None):

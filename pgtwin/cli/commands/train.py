@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from pgtwin_core.config import BASELINES, DTYPES, OPTIMIZERS, VALUE_FITS
+from pgtwin_core.config import BASELINES, DTYPES, OPTIMIZERS, VALUE_FITS, ReinforceConfig
 from pgtwin_core.parallel_rollout import COLLECTIONS
 from pgtwin_core.schedules import LR_SCHEDULES
 from pgtwin_core.specs import TORSOS
@@ -20,6 +20,7 @@ from pgtwin.cli.argument_types import (finite_number, hidden_sizes, non_negative
                                        non_negative_int, number_or_auto, positive_float,
                                        positive_int, unit_interval)
 from pgtwin.train.distributed import STRATEGIES
+from pgtwin.train.settings import NATURAL_STEP
 from pgtwin.train.skipped_updates import MAX_CONSECUTIVE_SKIPS
 from pgtwin.twins import IMPLS
 
@@ -67,6 +68,14 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="--baseline value: GAE(gamma, LAMBDA) advantages from the value net, "
                         "truncations and the rollout's cut bootstrapped (default off: "
                         "Monte-Carlo reward-to-go less V)")
+    p.add_argument("--natural-kl", type=positive_float, default=None, metavar="DELTA",
+                   help="natural policy gradient: precondition by the inverse Fisher of the "
+                        "batch's per-sample scores, step to a KL of DELTA (then --optimizer "
+                        "defaults to sgd and --lr, which scales the step, to 1; default off)")
+    p.add_argument("--natural-damping", type=positive_float, default=None, metavar="LAMBDA",
+                   help="--natural-kl: added to the Fisher's diagonal (default 0.1)")
+    p.add_argument("--natural-cg-iters", type=positive_int, default=None, metavar="K",
+                   help="--natural-kl: conjugate-gradient steps per update (default 10)")
     p.add_argument("--normalize-returns", action=argparse.BooleanOptionalAction, default=None,
                    help="standardise returns over each batch (default on)")
     p.add_argument("--entropy-coef", type=non_negative_float, default=None)
@@ -152,6 +161,8 @@ GIVEN = {"seed": "seed", "steps": "total_steps", "num_envs": "num_envs",
          "gpomdp": "gpomdp", "value_hidden": "value_hidden", "value_lr": "value_learning_rate",
          "value_fit_steps": "value_fit_steps", "value_fit": "value_fit",
          "value_horizon": "value_horizon", "gae_lambda": "gae_lambda",
+         "natural_kl": "natural_kl", "natural_damping": "natural_damping",
+         "natural_cg_iters": "natural_cg_iters",
          "max_grad_norm": "max_grad_norm", "lr_schedule": "lr_schedule",
          "lr_floor": "lr_floor", "schedule_steps": "schedule_steps",
          "log_std_floor": "log_std_floor", "log_std_floor_final": "log_std_floor_final",
@@ -299,6 +310,13 @@ def _without_table_only_options(args, settings):
             changes.append(f"gae_lambda={settings.config.gae_lambda!r}")
             no_gae = {"gae_lambda": None}  # GAE needs the value net the baseline drops
         dropped["config"] = settings.config.replace(baseline=STRATEGY_BASELINE, **no_gae)
+    if "natural_kl" not in given and settings.config.natural_kl is not None:
+        # The row's natural step goes with the SGD at lr 1 it brought (the table's instead).
+        changes.append(f"natural_kl={settings.config.natural_kl!r}")
+        table = ReinforceConfig()
+        plain = {k: getattr(table, k) for k in NATURAL_STEP if k not in given}
+        config = dropped.get("config", settings.config)
+        dropped["config"] = config.replace(natural_kl=None, **plain)
     if not dropped:
         return settings
     print(f"pgtwin train: note: {settings.env_id}'s default " + ", ".join(changes)
@@ -338,6 +356,10 @@ def run_under_strategy(args, parser, settings, resume: bool) -> int:
     if "gae_lambda" in given_values(args):
         parser.error("--gae-lambda is not available under --strategy (the distributed agent "
                      "has no value baseline); train without --strategy to use it")
+    if "natural_kl" in given_values(args):
+        parser.error("--natural-kl is not available under --strategy (the distributed agent "
+                     "does not all-reduce per-sample scores); train without --strategy to "
+                     "use it")
     settings = _without_table_only_options(args, settings)
     if settings.obs_norm or settings.schedules().active:
         parser.error("--obs-norm, --lr-schedule and --log-std-floor are not available under "
