@@ -3,8 +3,8 @@ Keras optimizer, in ``tf.function``s traced once (``baseline='value'``).
 
 The ops are ``pgtwin.mode_agnostic.value_net``'s; the variables take the canonical names
 (``value/dense_0/kernel`` ...) and the numpy initial weights the legacy twin loads; the
-optimizer is the policy's kind (``make_optimizer``) with ``ReinforceConfig.value_learning_rate``,
-named ``value_adam`` / ``value_sgd`` so that a checkpoint tells it from the policy's, and its
+optimizer is ``pgtwin_core.value_spec.value_optimizer_config``'s (the policy's kind, Adam
+under ``natural_kl``) at ``ReinforceConfig.value_learning_rate``, named ``value_adam`` / ``value_sgd`` so that a checkpoint tells it from the policy's, and its
 step is guarded like the policy's (``guarded_apply``). The module, optimizer included, is
 part of the agent's ``tf.train.Checkpoint`` (``value``). Mirrors ``legacy_graph/value_net.py``.
 """
@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.value_spec import (STATS, ValueSpec, check_value_weights, init_value_weights,
-                                    value_spec)
+                                    value_optimizer_config, value_spec)
 
 from pgtwin.mode_agnostic.value_net import standardised_values, value_loss, values
 
@@ -44,9 +44,9 @@ class ValueNet(tf.Module):
         self.stats_by_name = {n: tf.Variable(weights[n], name=n, trainable=False) for n in STATS}
         """``value/return_mean``, ``value/return_std``: set, not trained."""
         self.all_variables = {**self.variables_by_name, **self.stats_by_name}
-        self.optimizer = make_optimizer(
-            config.replace(learning_rate=config.value_learning_rate),
-            name=f"value_{config.optimizer}")
+        optimizer_config = value_optimizer_config(config)
+        self.optimizer = make_optimizer(optimizer_config,
+                                        name=f"value_{optimizer_config.optimizer}")
         self.optimizer.build(list(self.variables_by_name.values()))
         vector = tf.TensorSpec([None], config.dtype)
         obs = tf.TensorSpec([None, *vspec.obs_shape], config.dtype)

@@ -24,7 +24,10 @@ def saved_layout(path: str) -> CheckpointLayout:
     reader = tf.compat.v1.train.NewCheckpointReader(path)
     shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
     slots = [n for n in shapes if n.endswith(("/Adam", "/Adam_1"))]
-    adam = bool(slots) or any(n in shapes for n in _ADAM_ONLY)
+    # The value net's slots (value/...) are its own optimizer's: Adam under natural_kl
+    # while the policy's is SGD (pgtwin_core.value_spec.value_optimizer_config).
+    adam = (any(not n.startswith("value/") for n in slots)
+            or any(n in shapes for n in _ADAM_ONLY))
     policy = {n: (tuple(shapes[n]), dtypes[n].name) for n in shapes
               if n not in slots and n not in _ADAM_ONLY and not n.startswith(_MEMORY)
               and not n.startswith(_VALUE_OPTIMIZER)}

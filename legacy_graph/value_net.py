@@ -3,8 +3,9 @@ in the agent's graph and session (``baseline='value'``).
 
 The ops are ``pgtwin.mode_agnostic.value_net``'s; the variables are made by ``get_variable``
 under the canonical names (``value/dense_0/kernel`` ...) as the policy's are
-(``legacy_graph/network.py``); the optimizer is the policy's kind (``make_optimizer``) with
-``ReinforceConfig.value_learning_rate`` and its own state, built under the name scope
+(``legacy_graph/network.py``); the optimizer is ``pgtwin_core.value_spec.value_optimizer_config``'s
+(the policy's kind, Adam under ``natural_kl``) at ``ReinforceConfig.value_learning_rate``
+with its own state, built under the name scope
 ``value_optimizer`` (its ``beta1_power``/``beta2_power``; the moment slots are named after
 the variables, ``value/.../Adam``), guarded like the policy's step (``guarded_apply``: a
 non-finite loss or gradient leaves weights and state untouched). The agent's ``Saver``
@@ -17,7 +18,7 @@ import tensorflow as tf
 
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.value_spec import (STATS, ValueSpec, check_value_weights, init_value_weights,
-                                    value_spec)
+                                    value_optimizer_config, value_spec)
 
 from pgtwin.mode_agnostic.value_net import standardised_values, value_loss, values
 
@@ -63,8 +64,7 @@ class ValueNet:
             self.loss = value_loss(z, self.targets_ph, self.weights_ph)
             self.grads = checked_gradients(self.loss, self.variables)
             with tf1.name_scope("value_optimizer"):
-                self.optimizer = make_optimizer(
-                    config.replace(learning_rate=config.value_learning_rate), dtype)
+                self.optimizer = make_optimizer(value_optimizer_config(config), dtype)
                 self.train_op, self.applied = guarded_apply(
                     self.optimizer, self.variables, self.grads, self.loss, None)
             self.weight_phs = {n: tf1.placeholder(dtype, v.shape)

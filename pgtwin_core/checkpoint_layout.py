@@ -32,7 +32,7 @@ class CheckpointLayout:
 def agent_layout(spec: PolicySpec, config: ReinforceConfig) -> CheckpointLayout:
     """The layout an agent built from ``spec`` and ``config`` writes (and can restore): the
     policy's variables, and the value net's with ``baseline='value'``
-    (``pgtwin_core.value_spec``; its optimizer is of the policy's kind)."""
+    (``pgtwin_core.value_spec``; its optimizer is ``value_optimizer_config``'s)."""
     shapes = dict(spec.weight_shapes())
     if config.baseline == "value":
         shapes.update(value_spec(spec, config).variable_shapes())

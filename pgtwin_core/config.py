@@ -90,7 +90,8 @@ class ReinforceConfig:
     (``PolicySpec.hidden``; an LSTM policy gets an LSTM value torso)."""
     value_learning_rate: float = 1e-2
     """``baseline='value'``: the value optimizer's step size (the optimizer is of the
-    policy's kind, ``optimizer``, with its betas and epsilon, but its own state)."""
+    policy's kind, ``optimizer``, with its betas and epsilon, but its own state; Adam
+    under ``natural_kl``: ``pgtwin_core.value_spec.value_optimizer_config``)."""
     value_fit_steps: int = 10
     """``baseline='value'``: full-batch optimizer steps on the value loss per update."""
     value_fit: str = "after"

@@ -69,6 +69,16 @@ def value_spec(spec: PolicySpec, config: ReinforceConfig) -> ValueSpec:
                      activation=spec.activation)
 
 
+def value_optimizer_config(config: ReinforceConfig) -> ReinforceConfig:
+    """The config each twin builds the value net's optimizer from: the policy's kind at
+    ``value_learning_rate``, except under ``natural_kl``, where the policy's SGD only
+    carries the natural step and the value net's regression keeps Adam (as TRPO's critic
+    does; docs/continuous.md measures SGD against Adam there)."""
+    kind = "adam" if config.natural_kl is not None else config.optimizer
+    return config.replace(learning_rate=config.value_learning_rate, optimizer=kind,
+                          natural_kl=None)
+
+
 def init_value_weights(vspec: ValueSpec, seed: int = 0, *, dtype: str) -> dict[str, np.ndarray]:
     """Initial weights by canonical name, in ``dtype``: orthogonal kernels (gain sqrt(2)
     hidden, 1 for the head, as Stable-Baselines3's value head), zero biases, the LSTM

@@ -138,12 +138,13 @@ ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     # value baseline tells states near the goal from far ones, 32 envs see the goal more
     # often: every seed 0-9 of both twins reaches -100 (74k-864k steps; docs/continuous.md).
     "Acrobot-v1": dict(num_envs=32, baseline="value", entropy_coef=0.01, obs_norm=True),
-    # 200-step episodes: T = 201 holds one whole episode per env (its 200 steps and the
-    # autoreset step); no reward_threshold, so it runs for the budget. The value baseline
-    # and obs_norm were better on every seed 0-9 than the row before (16 x 200, lr 3e-3),
-    # but far from issue 15's -700 at 200k steps (docs/continuous.md).
-    "Pendulum-v1": dict(num_steps=201, learning_rate=1e-2, gamma=0.98, baseline="value",
-                        value_fit="before", obs_norm=True),
+    # No reward_threshold: it runs for the budget. Plain and Adam steps moved the policy
+    # too little to learn the swing-up in 200k steps (best -1044 over seeds 0-9); natural
+    # gradient steps of KL 0.02 (SGD at 1, filled by NATURAL_STEP) on GAE advantages of a
+    # value net without the time feature (truncations bootstrapped) reach issue 15's -700
+    # on every seed 0-9 of both twins (docs/continuous.md).
+    "Pendulum-v1": dict(num_steps=128, gamma=0.95, baseline="value", gae_lambda=0.95,
+                        value_horizon=0, natural_kl=0.02, obs_norm=True),
     # 168-step (one week) episodes. T = 169: the 168 steps and gymnasium's autoreset step,
     # so every batch holds each env's whole week (the episodic baselines use complete
     # episodes only; at T = 168 the weeks drift across batch edges).
@@ -163,14 +164,27 @@ def _apply(settings: RunSettings, values: Mapping[str, Any]) -> RunSettings:
     return dataclasses.replace(settings, config=settings.config.replace(**config), **run)
 
 
-def defaults_for(env_id: str) -> RunSettings:
+NATURAL_STEP: dict[str, Any] = dict(optimizer="sgd", learning_rate=1.0)
+"""What a run with ``natural_kl`` takes unless given: the natural step applied whole by SGD
+(``pgtwin_core.natural_gradient``; a per-env row sets ``natural_kl`` alone)."""
+
+
+def defaults_for(env_id: str, natural: bool = True) -> RunSettings:
     """The settings a run of ``env_id`` gets when nothing is given: the table with the env's
     row of :data:`ENV_OVERRIDES` (a ``module:Id`` form looks up ``Id``) applied.
 
-    ``logdir`` is empty and ``impl`` is ``eager``: :func:`resolve` fills them.
+    ``logdir`` is empty and ``impl`` is ``eager``: :func:`resolve` fills them. A row that
+    sets ``natural_kl`` takes :data:`NATURAL_STEP` for what it does not set itself;
+    ``natural=False``: the row without its natural step (what :func:`with_natural_step`
+    falls back to).
     """
     base = RunSettings(env_id=env_id, impl="eager", config=ReinforceConfig(), logdir="")
-    return _apply(base, ENV_OVERRIDES.get(env_id.rsplit(":", 1)[-1], {}))
+    row = ENV_OVERRIDES.get(env_id.rsplit(":", 1)[-1], {})
+    if not natural:
+        row = {k: v for k, v in row.items() if k != "natural_kl"}
+    elif row.get("natural_kl") is not None:
+        row = {**NATURAL_STEP, **row}
+    return _apply(base, row)
 
 
 def for_episodic_baseline(row: RunSettings, max_episode_steps: int | None) -> RunSettings:
@@ -223,29 +237,24 @@ def newest_logdir(env_id: str, impl: str, seed: int) -> str | None:
     return found[-1] if found else None
 
 
-NATURAL_STEP: dict[str, Any] = dict(optimizer="sgd", learning_rate=1.0)
-"""What a run with ``natural_kl`` takes unless given: the natural step applied whole by SGD
-(``pgtwin_core.natural_gradient``; a per-env row sets ``natural_kl`` alone)."""
-
-
-def with_natural_step(base: RunSettings, given: dict[str, Any]) -> dict[str, Any]:
-    """``given`` with :data:`NATURAL_STEP` filled in where ``natural_kl`` is on (given or
-    from ``base``'s row). A row's ``natural_kl`` that the caller's other choices conflict
+def with_natural_step(env_id: str, base: RunSettings, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with :data:`NATURAL_STEP` filled in where it sets ``natural_kl`` (a row's
+    got them in :func:`defaults_for`). A row's ``natural_kl`` that the caller's other choices conflict
     with (``pgtwin_core.config.natural_conflict``: ``--optimizer adam``, a clip, an optimal
     baseline) is dropped instead, as a row's GAE drops with its value baseline; a given one
     is left for ``ReinforceConfig`` to refuse."""
-    if given.get("natural_kl", base.config.natural_kl) is None:
-        return given
-    filled = {**NATURAL_STEP, **given}
     if "natural_kl" in given:
-        return filled
+        return given if given["natural_kl"] is None else {**NATURAL_STEP, **given}
+    if base.config.natural_kl is None:
+        return given
     try:
-        _apply(base, filled)
-    except NaturalConflictError:
-        return {**given, "natural_kl": None}
+        _apply(base, given)
+    except NaturalConflictError:  # the row's optimizer and rate without it, unless given
+        plain = defaults_for(env_id, natural=False).config
+        return {**{k: getattr(plain, k) for k in NATURAL_STEP}, **given, "natural_kl": None}
     except ValueError:  # another bad value: resolve's own _apply names it
         pass
-    return filled
+    return given
 
 
 def resolve(env_id: str, given: Mapping[str, Any], saved: RunSettings | None = None) -> RunSettings:
@@ -274,12 +283,15 @@ def resolve(env_id: str, given: Mapping[str, Any], saved: RunSettings | None = N
             base = for_episodic_baseline(base, max_episode_steps(env_id))
         if given.get("torso") == "lstm":
             given.setdefault("history", LSTM_HISTORY)
+        row = ENV_OVERRIDES.get(env_id.rsplit(":", 1)[-1], {})
         if given.get("baseline", base.config.baseline) == "value":
-            # The value net's time feature t / horizon: the env's time limit, 0 if none.
-            given.setdefault("value_horizon", max_episode_steps(env_id) or 0)
+            # The value net's time feature t / horizon: the env's time limit, 0 if none
+            # (unless the row that sets the value baseline sets its horizon too).
+            if "value_horizon" not in row or "baseline" in given:
+                given.setdefault("value_horizon", max_episode_steps(env_id) or 0)
         else:  # a row's GAE needs its value baseline: another baseline given drops it
             given.setdefault("gae_lambda", None)
-        given = with_natural_step(base, given)
+        given = with_natural_step(env_id, base, given)
     settings = _apply(base, given)
     if settings.schedule_steps is None and (settings.lr_schedule != "constant"
                                             or settings.log_std_floor_final is not None):

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from pgtwin_core.config import BASELINES, DTYPES, OPTIMIZERS, VALUE_FITS, ReinforceConfig
+from pgtwin_core.config import BASELINES, DTYPES, OPTIMIZERS, VALUE_FITS
 from pgtwin_core.parallel_rollout import COLLECTIONS
 from pgtwin_core.schedules import LR_SCHEDULES
 from pgtwin_core.specs import TORSOS
@@ -20,7 +20,7 @@ from pgtwin.cli.argument_types import (finite_number, hidden_sizes, non_negative
                                        non_negative_int, number_or_auto, positive_float,
                                        positive_int, unit_interval)
 from pgtwin.train.distributed import STRATEGIES
-from pgtwin.train.settings import NATURAL_STEP
+from pgtwin.train.settings import NATURAL_STEP, defaults_for
 from pgtwin.train.skipped_updates import MAX_CONSECUTIVE_SKIPS
 from pgtwin.twins import IMPLS
 
@@ -311,9 +311,9 @@ def _without_table_only_options(args, settings):
             no_gae = {"gae_lambda": None}  # GAE needs the value net the baseline drops
         dropped["config"] = settings.config.replace(baseline=STRATEGY_BASELINE, **no_gae)
     if "natural_kl" not in given and settings.config.natural_kl is not None:
-        # The row's natural step goes with the SGD at lr 1 it brought (the table's instead).
+        # The row's natural step goes with the SGD it brought (the row's values without it).
         changes.append(f"natural_kl={settings.config.natural_kl!r}")
-        table = ReinforceConfig()
+        table = defaults_for(settings.env_id, natural=False).config
         plain = {k: getattr(table, k) for k in NATURAL_STEP if k not in given}
         config = dropped.get("config", settings.config)
         dropped["config"] = config.replace(natural_kl=None, **plain)
