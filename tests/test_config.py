@@ -92,6 +92,14 @@ INVALID = [
     ("value_horizon", 1.5, "must be an int >= 0 (the env's time limit; 0: none)"),
     ("gae_lambda", 1.5, "must be None (Monte-Carlo returns) or a number in [0, 1]"),
     ("gae_lambda", "0.9", "must be None (Monte-Carlo returns) or a number in [0, 1]"),
+    ("natural_kl", 0.0, "must be None (plain gradient steps) or a finite number > 0 (the KL "
+                        "of a natural gradient step)"),
+    ("natural_kl", math.inf, "must be None (plain gradient steps) or a finite number > 0 "
+                             "(the KL of a natural gradient step)"),
+    ("natural_damping", 0.0, "must be a finite number > 0"),
+    ("natural_damping", None, "must be a finite number > 0"),
+    ("natural_cg_iters", 0, "must be an int >= 1"),
+    ("natural_cg_iters", 2.0, "must be an int >= 1"),
 ]
 
 

@@ -223,3 +223,60 @@ def test_resolve_fills_sgd_at_one_and_drops_a_rows_natural_step_on_conflict(monk
         c = resolve("CartPole-v1", {**given, "logdir": "x"}).config
         assert c.natural_kl is None and c.optimizer == given.get("optimizer", "adam")
         assert c.learning_rate == table.ENV_OVERRIDES["CartPole-v1"]["learning_rate"]
+
+
+# ----------------------------------------------------------------- pgtwin train
+@pytest.mark.parametrize("impl", ["graph", "eager"])
+def test_a_resumed_natural_run_equals_an_uninterrupted_one(tmp_path, capsys, impl):
+    """Pendulum-v1's row (natural steps, the value net with GAE, its Adam under the
+    policy's SGD, obs_norm), stopped after 2 updates and resumed for 2 more: the weights
+    equal the uninterrupted run's bit for bit (the natural step holds no state of its own;
+    the value net's Adam and the statistics travel in the checkpoint)."""
+    import json
+
+    from pgtwin.cli import main
+    from pgtwin.train.run import load_weights
+
+    common = ["--env", "Pendulum-v1", "--impl", impl, "--seed", "3", "--num-envs", "2",
+              "--num-steps", "64", "--hidden", "8", "--json", "--no-progress"]
+
+    def train(*argv):
+        code = main(["train", *argv])
+        out = capsys.readouterr().out.strip().splitlines()
+        assert code == 0
+        return json.loads(out[-1])
+
+    straight, logdir = str(tmp_path / "straight"), str(tmp_path / "run")
+    train(*common, "--steps", "512", "--logdir", straight)  # 4 updates of 2 x 64 steps
+    train(*common, "--steps", "256", "--logdir", logdir)
+    with open(os.path.join(logdir, "run.json")) as f:
+        saved = json.load(f)["config"]
+    assert (saved["natural_kl"], saved["optimizer"], saved["learning_rate"]) == (0.02, "sgd", 1.0)
+    assert train("--resume", "--logdir", logdir, "--steps", "512", "--json",
+                 "--no-progress")["updates"] == 4
+    want, got = (load_weights(os.path.join(d, "weights.npz")) for d in (straight, logdir))
+    assert want.keys() == got.keys()
+    for name in want:
+        np.testing.assert_array_equal(want[name], got[name], err_msg=name)
+
+
+def test_strategy_drops_the_rows_natural_step_and_refuses_a_given_one(capsys, monkeypatch):
+    import argparse
+
+    from pgtwin.cli.commands import train as train_command
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    parser = argparse.ArgumentParser(prog="pgtwin")
+    train_command.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["train", "--env", "Pendulum-v1", "--strategy", "mirrored"])
+    settings, _ = train_command.settings_from_args(args, parser)
+    assert settings.config.natural_kl == 0.02  # the row's, or this test proves nothing
+    kept = train_command._without_table_only_options(args, settings).config
+    # The SGD at 1 goes with it: Adam at the table's rate, as the row without it has.
+    assert (kept.natural_kl, kept.optimizer, kept.learning_rate) == (None, "adam", 1e-2)
+    assert "natural_kl=0.02" in capsys.readouterr().err
+    given = parser.parse_args(["train", "--env", "CartPole-v1", "--strategy", "mirrored",
+                               "--natural-kl", "0.01"])
+    with pytest.raises(SystemExit):
+        train_command.run(given, parser)
+    assert "--natural-kl is not available under --strategy" in capsys.readouterr().err

@@ -138,13 +138,16 @@ ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     # value baseline tells states near the goal from far ones, 32 envs see the goal more
     # often: every seed 0-9 of both twins reaches -100 (74k-864k steps; docs/continuous.md).
     "Acrobot-v1": dict(num_envs=32, baseline="value", entropy_coef=0.01, obs_norm=True),
-    # No reward_threshold: it runs for the budget. Plain and Adam steps moved the policy
-    # too little to learn the swing-up in 200k steps (best -1044 over seeds 0-9); natural
-    # gradient steps of KL 0.02 (SGD at 1, filled by NATURAL_STEP) on GAE advantages of a
-    # value net without the time feature (truncations bootstrapped) reach issue 15's -700
-    # on every seed 0-9 of both twins (docs/continuous.md).
+    # No reward_threshold: it runs for the budget, issue 15's 200k steps. Plain and Adam
+    # steps moved the policy too little to learn the swing-up in 200k steps (best -1044
+    # over seeds 0-9); natural gradient steps of KL 0.02 (SGD at 1, from NATURAL_STEP),
+    # annealed linearly to 0.1x over the budget (a fixed step let 2 of 20 runs drift back
+    # to -1000 after learning), on GAE advantages of a value net without the time feature
+    # (truncations bootstrapped) reach -700 on every seed 0-9 of both twins
+    # (docs/continuous.md).
     "Pendulum-v1": dict(num_steps=128, gamma=0.95, baseline="value", gae_lambda=0.95,
-                        value_horizon=0, natural_kl=0.02, obs_norm=True),
+                        value_horizon=0, natural_kl=0.02, obs_norm=True,
+                        lr_schedule="linear", total_steps=200_000),
     # 168-step (one week) episodes. T = 169: the 168 steps and gymnasium's autoreset step,
     # so every batch holds each env's whole week (the episodic baselines use complete
     # episodes only; at T = 168 the weeks drift across batch edges).
