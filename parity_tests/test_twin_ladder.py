@@ -75,8 +75,9 @@ def test_rung4_same_gradients(ladder, kind, dtype):
 
 @kinds
 @dtypes
-@pytest.mark.parametrize("optimizer", ("adam", "sgd"))
+@pytest.mark.parametrize("optimizer", ("adam", "sgd", "natural"))
 def test_rung5_same_weights_after_five_optimizer_steps(ladder, kind, dtype, optimizer):
+    # natural: five natural-gradient steps (natural_kl 0.01; pgtwin_core.natural_gradient).
     rows = [r for r in _rows(ladder(kind, dtype), "weights")
             if r.context == f"{kind}/{dtype}/{optimizer}"]
     names = list(POLICY_KINDS[kind].spec().weight_shapes())

@@ -187,12 +187,18 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
         finally:
             pair.close()
         if "weights" in rungs:
-            sgd = ladder_config(dtype, "sgd", num_envs=num_envs, num_steps=num_steps)
-            pair = TwinPair(spec, sgd, weights, sgd.replace(**changes))
-            try:
-                report.extend(compare_steps(pair, batch, optimizer_steps, f"{ctx}/sgd"))
-            finally:
-                pair.close()
+            # SGD, then the natural step (SGD at 1 on the twins' per-sample Fisher solve; it
+            # refuses a clip: the KL radius bounds the step).
+            for name, config in (
+                    ("sgd", ladder_config(dtype, "sgd", num_envs=num_envs, num_steps=num_steps)),
+                    ("natural", ladder_config(dtype, "sgd", num_envs=num_envs,
+                                              num_steps=num_steps, learning_rate=1.0,
+                                              max_grad_norm=None, natural_kl=0.01))):
+                pair = TwinPair(spec, config, weights, config.replace(**changes))
+                try:
+                    report.extend(compare_steps(pair, batch, optimizer_steps, f"{ctx}/{name}"))
+                finally:
+                    pair.close()
     if "training" in rungs:
         report.extend(compare_training(kind, spec, weights, dtype, seed, num_envs, num_steps,
                                        training_updates, changes, ctx))
