@@ -120,6 +120,10 @@ class ReinforceConfig:
     """``natural_kl``: lambda added to the Fisher's diagonal (> 0; TRPO's and SB3's 0.1)."""
     natural_cg_iters: int = 10
     """``natural_kl``: conjugate-gradient steps per update (TRPO's 10)."""
+    natural_backtracks: int = 10
+    """``natural_kl``: the line search halves the step up to this many times until the
+    measured KL is within 1.5 delta and the surrogate loss falls (TRPO's; 0: the step as
+    it is; ``pgtwin_core.natural_gradient``)."""
     entropy_coef: float = 0.0
     """Weight of the entropy bonus subtracted from the loss (>= 0)."""
     max_grad_norm: float | None = None
@@ -174,6 +178,8 @@ class ReinforceConfig:
             ("natural_damping", lambda v: _real(v) and 0 < v < math.inf,
              "must be a finite number > 0"),
             ("natural_cg_iters", _count, "must be an int >= 1"),
+            ("natural_backtracks", lambda v: isinstance(v, numbers.Integral)
+             and not isinstance(v, bool) and v >= 0, "must be an int >= 0 (0: no line search)"),
             ("entropy_coef", lambda v: _real(v) and 0 <= v < math.inf, "must be a finite number >= 0"),
             # inf is refused too: TF's clip_by_global_norm turns an infinite clip norm into NaN.
             ("max_grad_norm", lambda v: v is None or (_real(v) and 0 < v < math.inf),

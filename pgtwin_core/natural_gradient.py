@@ -12,8 +12,9 @@ Natural policy gradient (Kakade 2001), with the step TRPO takes before its line 
                                                    F v = S^T (w * (S v))
     d    = sqrt(2 delta / x^T (F + lambda I) x) x  the KL of the step to second order,
                                                    1/2 d^T F d, is delta (damped)
-    theta <- theta - lr d                          the twin's SGD step: lr = 1 takes it
-                                                   whole, a schedule shrinks it
+    theta <- theta - lr 2^-k d                     the twin's SGD step: lr = 1 takes it
+                                                   whole, a schedule shrinks it; k the
+                                                   line search's (below)
 
 g is the gradient of the REINFORCE loss (``pgtwin_core.update_path.WeightedLoss``), so its
 entropy term is preconditioned with the rest. The step's size no longer depends on the
@@ -21,19 +22,46 @@ advantages' scale or on the parametrisation: a Gaussian head's log-std and the h
 layers move by what they change in the policy, which is what plain and Adam steps on
 Pendulum-v1 lacked (docs/continuous.md measures both). Arrays are float64 here whatever
 the agent's dtype; the step goes back in ``config.dtype``.
+
+The line search (TRPO's, as OpenAI baselines' ``trpo_mpi`` writes it): the quadratic model
+of the KL holds only near the old policy, and one step past it can undo a run (measured on
+Pendulum-v1, docs/continuous.md). So the step is taken, the batch's states are passed
+through the new policy, and the step is halved (k = 1, 2, ... ``natural_backtracks``) while
+the measured mean KL(pi_old || pi_new) exceeds 1.5 delta or the surrogate loss
+``-sum_i w_i A_i pi_new/pi_old - c sum_i w_i H_new`` is not below its value at the old
+policy; if no fraction passes, the old weights stay. ``natural_backtracks = 0`` takes the
+step as it is.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
 from pgtwin_core.advantages import TrainInputs
+from pgtwin_core.sampling import entropy, kl_divergence, log_prob
+from pgtwin_core.specs import PolicySpec
 from pgtwin_core.update_path import Grads, WeightedLoss
 
-PerSampleGradients = Callable[[np.ndarray, np.ndarray, str], dict[str, np.ndarray]]
-"""A twin agent's ``per_sample_gradients(obs, actions, method)``: ``{name: [B, *shape]}``."""
+KL_SLACK = 1.5
+"""The line search accepts a measured KL up to ``KL_SLACK * natural_kl`` (baselines' 1.5)."""
+
+class Policy(Protocol):
+    """What the natural step needs of a twin's agent (its public methods)."""
+
+    spec: PolicySpec
+
+    def per_sample_gradients(self, obs: np.ndarray, actions: np.ndarray,
+                             method: str) -> dict[str, np.ndarray]:
+        """``{name: [B, *shape]}``: the score of each sample."""
+
+    def dist_params(self, obs: np.ndarray) -> np.ndarray:
+        """``[B, num_params]`` at the current weights."""
+
+    def get_weights(self) -> dict[str, np.ndarray]: ...
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None: ...
 
 
 def conjugate_gradient(matvec: Callable[[np.ndarray], np.ndarray], b: np.ndarray,
@@ -117,18 +145,18 @@ class NaturalGradientLoss:
 
     Args:
       weighted: the twin's ``WeightedLoss``.
-      per_sample: the agent's ``per_sample_gradients``.
+      agent: the twin's agent (its scores, forward pass and weights: :class:`Policy`).
       method: which per-sample method (``pgtwin_core.baselines.estimator.per_sample_method``).
       config: the agent's ``ReinforceConfig`` (``natural_kl``, ``natural_damping``,
-        ``natural_cg_iters``, ``dtype``).
+        ``natural_cg_iters``, ``natural_backtracks``, ``entropy_coef``, ``dtype``).
     """
 
-    def __init__(self, weighted: WeightedLoss, per_sample: PerSampleGradients, method: str,
-                 config) -> None:
-        self.weighted, self._per_sample, self._method, self.config = (
-            weighted, per_sample, method, config)
+    def __init__(self, weighted: WeightedLoss, agent: Policy, method: str, config) -> None:
+        self.weighted, self.agent, self._method, self.config = weighted, agent, method, config
         self.last_residual: float | None = None
         """The last step's conjugate-gradient residual (``NaturalStep.residual``)."""
+        self.last_fraction: float | None = None
+        """The fraction of the last step the line search kept (0: none, the weights stayed)."""
 
     def loss(self, replicas: Sequence[TrainInputs]) -> float:
         return self.weighted.loss(replicas)
@@ -144,7 +172,7 @@ class NaturalGradientLoss:
 
     def natural(self, inputs: TrainInputs, grads: Grads) -> tuple[Grads, NaturalStep]:
         """``(d by weight name in config.dtype, the step)`` for one batch and its gradient."""
-        scores = self._per_sample(inputs.obs, inputs.actions, self._method)
+        scores = self.agent.per_sample_gradients(inputs.obs, inputs.actions, self._method)
         b = inputs.batch_size
         sizes = [int(np.prod(g.shape, dtype=np.int64)) for g in grads.values()]
         flat = np.empty((b, sum(sizes)), np.float64)
@@ -166,12 +194,47 @@ class NaturalGradientLoss:
         """``(loss, ||g||, entropy, applied)``; ``applied`` False (nothing changed) when the
         loss, gradient or scores were not finite."""
         (inputs,) = replicas
-        loss, entropy = self.weighted.loss_and_entropy(replicas)
+        loss, entropy_sum = self.weighted.loss_and_entropy(replicas)
         grads = self.weighted.gradients(replicas)
         norm = float(np.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64)))
                                  for g in grads.values())))
         if not np.isfinite(loss):
-            return loss, norm, entropy, False
+            return loss, norm, entropy_sum, False
         step, found = self.natural(inputs, grads)
         self.last_residual = found.residual
-        return loss, norm, entropy, bool(self.weighted.apply(step))
+        if self.config.natural_backtracks == 0 or not np.isfinite(found.step).all():
+            self.last_fraction = 1.0
+            return loss, norm, entropy_sum, bool(self.weighted.apply(step))
+        return loss, norm, entropy_sum, self._line_search(inputs, step)
+
+    def _line_search(self, inputs: TrainInputs, step: Grads) -> bool:
+        """Apply the largest ``2^-k`` of ``step`` that passes (module doc); True unless the
+        twin's guarded apply refused it."""
+        spec, c, w = self.agent.spec, self.config, inputs.weights.astype(np.float64)
+        adv = inputs.advantages.astype(np.float64)
+        before = self.agent.get_weights()
+        old = self.agent.dist_params(inputs.obs)
+        old_logp = log_prob(spec, old, inputs.actions)
+
+        def surrogate(params: np.ndarray) -> float:
+            ratio = np.exp(log_prob(spec, params, inputs.actions) - old_logp)
+            return float(-(w * adv) @ ratio - c.entropy_coef * (w @ entropy(spec, params)))
+
+        start = surrogate(old)
+        for k in range(c.natural_backtracks + 1):
+            fraction = 0.5 ** k
+            if k:
+                self.agent.set_weights(before)
+            if not self.weighted.apply({n: (fraction * d).astype(d.dtype)
+                                        for n, d in step.items()}):
+                self.agent.set_weights(before)
+                self.last_fraction = 0.0
+                return False
+            new = self.agent.dist_params(inputs.obs)
+            kl = float(w @ kl_divergence(spec, old, new))
+            if kl <= KL_SLACK * c.natural_kl and surrogate(new) < start:
+                self.last_fraction = fraction
+                return True
+        self.agent.set_weights(before)
+        self.last_fraction = 0.0
+        return True

@@ -48,8 +48,8 @@ def chosen_path(agent, weighted: WeightedLoss, optimal_scalar: Callable[[], Upda
     ``value_net``: builds the twin's value network (``baseline='value'``)."""
     kind = path_kind(agent.config)
     if agent.config.natural_kl is not None:
-        weighted = NaturalGradientLoss(weighted, agent.per_sample_gradients,
-                                       per_sample_method(agent.spec.torso), agent.config)
+        weighted = NaturalGradientLoss(weighted, agent, per_sample_method(agent.spec.torso),
+                                       agent.config)
     if kind == "optimal_scalar":
         return optimal_scalar()
     if kind == "episodic" and episodic is not None:

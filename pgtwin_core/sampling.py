@@ -1,4 +1,4 @@
-"""Action sampling from distribution parameters, in numpy.
+"""Action sampling from distribution parameters, in numpy (and their entropy and KL).
 
 The twins only compute distribution parameters during rollouts; sampling happens here,
 with one ``np.random.Generator``, so that both twins produce identical trajectories for
@@ -85,3 +85,30 @@ def env_actions(spec: PolicySpec, actions: np.ndarray) -> np.ndarray:
     if spec.action_low is None:
         return actions
     return np.clip(actions, spec.action_low, spec.action_high).astype(np.float32)
+
+
+def entropy(spec: PolicySpec, params: np.ndarray) -> np.ndarray:
+    """H(pi(.|s)) per row, float64 ``[B]``: ``-sum p log p``, or ``sum(log_std) + d/2 (1 +
+    log 2 pi)`` (the twins' ``pgtwin.mode_agnostic.distributions.entropy`` in numpy)."""
+    params = np.asarray(params, dtype=np.float64)
+    if spec.is_discrete:
+        logp = log_softmax(params)
+        return -np.sum(np.exp(logp) * logp, axis=1)
+    _, log_std = split_gaussian(params, spec.action_size)
+    return np.sum(log_std + 0.5 * (1.0 + LOG_2PI), axis=1)
+
+
+def kl_divergence(spec: PolicySpec, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """KL(p || q) per row, float64 ``[B]``, between two sets of params of the same states::
+
+        categorical: sum_a p_a (log p_a - log q_a)
+        gaussian   : sum_d log(s_q / s_p) + (s_p^2 + (m_p - m_q)^2) / (2 s_q^2) - 1/2
+    """
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    if spec.is_discrete:
+        logp, logq = log_softmax(p), log_softmax(q)
+        return np.sum(np.exp(logp) * (logp - logq), axis=1)
+    (mp, lp), (mq, lq) = split_gaussian(p, spec.action_size), split_gaussian(q, spec.action_size)
+    var_ratio = np.exp(2.0 * (lp - lq))
+    return np.sum(lq - lp + 0.5 * (var_ratio + np.square(mp - mq) * np.exp(-2.0 * lq)) - 0.5,
+                  axis=1)

@@ -100,6 +100,8 @@ INVALID = [
     ("natural_damping", None, "must be a finite number > 0"),
     ("natural_cg_iters", 0, "must be an int >= 1"),
     ("natural_cg_iters", 2.0, "must be an int >= 1"),
+    ("natural_backtracks", -1, "must be an int >= 0 (0: no line search)"),
+    ("natural_backtracks", True, "must be an int >= 0 (0: no line search)"),
 ]
 
 

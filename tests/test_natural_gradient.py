@@ -89,7 +89,7 @@ def test_zero_gradient_is_no_step_and_non_finite_input_a_nan_step():
 
 # ----------------------------------------------------------------- whole updates
 NATURAL = dict(optimizer="sgd", learning_rate=1.0, natural_kl=0.05, natural_damping=0.1,
-               natural_cg_iters=200, normalize_returns=False, gamma=0.9)
+               natural_cg_iters=200, normalize_returns=False, gamma=0.9, natural_backtracks=0)
 
 
 def _flat(arrays: dict, names) -> np.ndarray:
@@ -171,6 +171,41 @@ def test_a_non_finite_reward_leaves_every_weight(impl):
     after = agent.get_weights()
     assert all(np.array_equal(before[n], after[n]) for n in before)
     agent.close()
+
+
+@pytest.mark.parametrize("impl", ["graph", "eager"])
+def test_the_line_search_halves_a_step_past_the_kl_until_it_holds(impl):
+    """delta = 20 is far past the quadratic model: the whole step's measured KL is over
+    1.5 delta or the surrogate rises, so the line search keeps 2^-k of it for some k >= 1,
+    and what it kept passes both tests (measured here with the numpy oracle). A small
+    delta's step passes whole."""
+    spec = KINDS["categorical_mlp"]
+    weights = random_weights(spec, seed=1, dtype="float64")
+    batch = random_batch(spec, 64, 4, seed=2)
+    for delta, whole in ((20.0, False), (1e-3, True)):  # 20: a quarter is kept here
+        config = ReinforceConfig(dtype="float64", baseline="mean", num_envs=4, num_steps=64,
+                                 **{**NATURAL, "natural_kl": delta, "natural_backtracks": 10})
+        full = agent_class(impl)(spec, config.replace(natural_backtracks=0), weights=weights)
+        searched = agent_class(impl)(spec, config, weights=weights)
+        assert full.update(batch)["applied"] and searched.update(batch)["applied"]
+        inputs = searched.inputs(batch)
+        d_full = np.concatenate([np.ravel(weights[n] - full.get_weights()[n]) for n in weights])
+        d_kept = np.concatenate([np.ravel(weights[n] - searched.get_weights()[n])
+                                 for n in weights])
+        fraction = np.linalg.norm(d_kept) / np.linalg.norm(d_full)
+        path = searched.update_path.weighted
+        assert fraction == pytest.approx(path.last_fraction, rel=1e-9)
+        assert (fraction == 1.0) == whole, fraction
+        old = numpy_policy.dist_params(spec, weights, inputs.obs)
+        new = numpy_policy.dist_params(spec, searched.get_weights(), inputs.obs)
+        kl = inputs.weights @ np.sum(_softmax(old) * (np.log(_softmax(old))
+                                                      - np.log(_softmax(new))), axis=1)
+        assert kl <= 1.5 * delta
+        ratio = np.exp(numpy_policy.log_prob(spec, new, inputs.actions)
+                       - numpy_policy.log_prob(spec, old, inputs.actions))
+        assert -(inputs.weights * inputs.advantages) @ ratio < -(inputs.weights @ inputs.advantages)
+        full.close()
+        searched.close()
 
 
 # ----------------------------------------------------------------- refusals, resolver

@@ -9,7 +9,7 @@ reports max abs and max relative error per variable (or output):
 3. ``loss``: same REINFORCE loss;
 4. ``gradients``: same gradient of that loss, per variable;
 5. ``weights``: same weights (and update metrics) after ``optimizer_steps`` steps on the
-   batch, with Adam and with SGD;
+   batch, with Adam, with SGD and with natural-gradient steps (``natural_kl``);
 6. ``training``: the same training run (collect + update, ``training_updates`` times) from
    one seed: identical trajectories while the weights agree, and the end weights.
 

@@ -76,6 +76,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="--natural-kl: added to the Fisher's diagonal (default 0.1)")
     p.add_argument("--natural-cg-iters", type=positive_int, default=None, metavar="K",
                    help="--natural-kl: conjugate-gradient steps per update (default 10)")
+    p.add_argument("--natural-backtracks", type=non_negative_int, default=None, metavar="K",
+                   help="--natural-kl: halve the step up to K times until its measured KL "
+                        "is within 1.5 DELTA and the surrogate loss falls (default 10; 0: "
+                        "no line search)")
     p.add_argument("--normalize-returns", action=argparse.BooleanOptionalAction, default=None,
                    help="standardise returns over each batch (default on)")
     p.add_argument("--entropy-coef", type=non_negative_float, default=None)
@@ -162,7 +166,7 @@ GIVEN = {"seed": "seed", "steps": "total_steps", "num_envs": "num_envs",
          "value_fit_steps": "value_fit_steps", "value_fit": "value_fit",
          "value_horizon": "value_horizon", "gae_lambda": "gae_lambda",
          "natural_kl": "natural_kl", "natural_damping": "natural_damping",
-         "natural_cg_iters": "natural_cg_iters",
+         "natural_cg_iters": "natural_cg_iters", "natural_backtracks": "natural_backtracks",
          "max_grad_norm": "max_grad_norm", "lr_schedule": "lr_schedule",
          "lr_floor": "lr_floor", "schedule_steps": "schedule_steps",
          "log_std_floor": "log_std_floor", "log_std_floor_final": "log_std_floor_final",
