@@ -4,9 +4,10 @@ Keras optimizer, in ``tf.function``s traced once (``baseline='value'``).
 The ops are ``pgtwin.mode_agnostic.value_net``'s; the variables take the canonical names
 (``value/dense_0/kernel`` ...) and the numpy initial weights the legacy twin loads; the
 optimizer is ``pgtwin_core.value_spec.value_optimizer_config``'s (the policy's kind, Adam
-under ``natural_kl``) at ``ReinforceConfig.value_learning_rate``, named ``value_adam`` / ``value_sgd`` so that a checkpoint tells it from the policy's, and its
-step is guarded like the policy's (``guarded_apply``). The module, optimizer included, is
-part of the agent's ``tf.train.Checkpoint`` (``value``). Mirrors ``legacy_graph/value_net.py``.
+under ``natural_kl``) at ``ReinforceConfig.value_learning_rate``, named ``value_adam`` /
+``value_sgd`` so that a checkpoint tells it from the policy's, and its step is guarded
+like the policy's (``guarded_apply``). The module, optimizer included, is part of the
+agent's ``tf.train.Checkpoint`` (``value``). Mirrors ``legacy_graph/value_net.py``.
 """
 from __future__ import annotations
 

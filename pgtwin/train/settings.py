@@ -144,7 +144,9 @@ ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     # GAE advantages of a value net without the time feature (truncations bootstrapped)
     # learn it by ~80k steps. Without the entropy bonus 2 of 20 runs let their std
     # collapse and fell back to -1000 (a linear anneal of the step: 5 of 20; a log-std
-    # floor did not stop it) (docs/continuous.md).
+    # floor did not stop it); with it, one run collapsed late, which TRPO's line search
+    # (natural_backtracks) guards against. With both, every seed 0-9 of both twins ends
+    # at -229 to -532 (docs/continuous.md).
     "Pendulum-v1": dict(num_steps=128, gamma=0.95, baseline="value", gae_lambda=0.95,
                         value_horizon=0, natural_kl=0.02, entropy_coef=0.01, obs_norm=True,
                         total_steps=200_000),
@@ -172,6 +174,11 @@ NATURAL_STEP: dict[str, Any] = dict(optimizer="sgd", learning_rate=1.0)
 (``pgtwin_core.natural_gradient``; a per-env row sets ``natural_kl`` alone)."""
 
 
+def env_row(env_id: str) -> dict[str, Any]:
+    """``env_id``'s row of :data:`ENV_OVERRIDES` (a ``module:Id`` form looks up ``Id``)."""
+    return ENV_OVERRIDES.get(env_id.rsplit(":", 1)[-1], {})
+
+
 def defaults_for(env_id: str, natural: bool = True) -> RunSettings:
     """The settings a run of ``env_id`` gets when nothing is given: the table with the env's
     row of :data:`ENV_OVERRIDES` (a ``module:Id`` form looks up ``Id``) applied.
@@ -182,7 +189,7 @@ def defaults_for(env_id: str, natural: bool = True) -> RunSettings:
     falls back to).
     """
     base = RunSettings(env_id=env_id, impl="eager", config=ReinforceConfig(), logdir="")
-    row = ENV_OVERRIDES.get(env_id.rsplit(":", 1)[-1], {})
+    row = env_row(env_id)
     if not natural:
         row = {k: v for k, v in row.items() if k != "natural_kl"}
     elif row.get("natural_kl") is not None:
@@ -242,10 +249,10 @@ def newest_logdir(env_id: str, impl: str, seed: int) -> str | None:
 
 def with_natural_step(env_id: str, base: RunSettings, given: dict[str, Any]) -> dict[str, Any]:
     """``given`` with :data:`NATURAL_STEP` filled in where it sets ``natural_kl`` (a row's
-    got them in :func:`defaults_for`). A row's ``natural_kl`` that the caller's other choices conflict
-    with (``pgtwin_core.config.natural_conflict``: ``--optimizer adam``, a clip, an optimal
-    baseline) is dropped instead, as a row's GAE drops with its value baseline; a given one
-    is left for ``ReinforceConfig`` to refuse."""
+    got them in :func:`defaults_for`). A row's ``natural_kl`` that the caller's other
+    choices conflict with (``pgtwin_core.config.natural_conflict``: ``--optimizer adam``, a
+    clip, an optimal baseline) is dropped instead, as a row's GAE drops with its value
+    baseline; a given one is left for ``ReinforceConfig`` to refuse."""
     if "natural_kl" in given:
         return given if given["natural_kl"] is None else {**NATURAL_STEP, **given}
     if base.config.natural_kl is None:
@@ -286,11 +293,10 @@ def resolve(env_id: str, given: Mapping[str, Any], saved: RunSettings | None = N
             base = for_episodic_baseline(base, max_episode_steps(env_id))
         if given.get("torso") == "lstm":
             given.setdefault("history", LSTM_HISTORY)
-        row = ENV_OVERRIDES.get(env_id.rsplit(":", 1)[-1], {})
         if given.get("baseline", base.config.baseline) == "value":
             # The value net's time feature t / horizon: the env's time limit, 0 if none
             # (unless the row that sets the value baseline sets its horizon too).
-            if "value_horizon" not in row or "baseline" in given:
+            if "value_horizon" not in env_row(env_id) or "baseline" in given:
                 given.setdefault("value_horizon", max_episode_steps(env_id) or 0)
         else:  # a row's GAE needs its value baseline: another baseline given drops it
             given.setdefault("gae_lambda", None)
