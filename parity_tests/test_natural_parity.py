@@ -61,6 +61,10 @@ def test_natural_steps_agree_across_twins(kind, dtype, fields):
         assert ma["applied"] and mb["applied"], (ma, mb)
         for key in ("loss", "grad_norm"):
             _compare(report, "loss", f"{key}@{step}", ma[key], mb[key], RTOL[dtype], context)
+        # The line search made the same choice, and measured the same KL of it.
+        assert ma["natural_fraction"] == mb["natural_fraction"], (ma, mb)
+        _compare(report, "weights", f"natural_kl@{step}", ma["natural_kl"], mb["natural_kl"],
+                 WEIGHTS_RTOL[dtype], context)
         rtol = RTOL[dtype] if step == 0 else WEIGHTS_RTOL[dtype]
         wa, wb = graph.get_weights(), eager.get_weights()
         for name in wa:

@@ -47,6 +47,7 @@ from pgtwin_core.update_path import Grads, WeightedLoss
 KL_SLACK = 1.5
 """The line search accepts a measured KL up to ``KL_SLACK * natural_kl`` (baselines' 1.5)."""
 
+
 class Policy(Protocol):
     """What the natural step needs of a twin's agent (its public methods)."""
 
@@ -153,10 +154,10 @@ class NaturalGradientLoss:
 
     def __init__(self, weighted: WeightedLoss, agent: Policy, method: str, config) -> None:
         self.weighted, self.agent, self._method, self.config = weighted, agent, method, config
-        self.last_residual: float | None = None
-        """The last step's conjugate-gradient residual (``NaturalStep.residual``)."""
-        self.last_fraction: float | None = None
-        """The fraction of the last step the line search kept (0: none, the weights stayed)."""
+        self.last: dict[str, float] = {}
+        """The last step's metrics: ``natural_cg_residual`` (``NaturalStep.residual``),
+        ``natural_fraction`` (what the line search kept of it; 0: none, the weights stayed)
+        and ``natural_kl`` (its measured mean KL; not measured without a line search)."""
 
     def loss(self, replicas: Sequence[TrainInputs]) -> float:
         return self.weighted.loss(replicas)
@@ -201,10 +202,11 @@ class NaturalGradientLoss:
         if not np.isfinite(loss):
             return loss, norm, entropy_sum, False
         step, found = self.natural(inputs, grads)
-        self.last_residual = found.residual
+        self.last = {"natural_cg_residual": found.residual}
         if self.config.natural_backtracks == 0 or not np.isfinite(found.step).all():
-            self.last_fraction = 1.0
-            return loss, norm, entropy_sum, bool(self.weighted.apply(step))
+            applied = bool(self.weighted.apply(step))
+            self.last["natural_fraction"] = 1.0 if applied else 0.0
+            return loss, norm, entropy_sum, applied
         return loss, norm, entropy_sum, self._line_search(inputs, step)
 
     def _line_search(self, inputs: TrainInputs, step: Grads) -> bool:
@@ -228,13 +230,30 @@ class NaturalGradientLoss:
             if not self.weighted.apply({n: (fraction * d).astype(d.dtype)
                                         for n, d in step.items()}):
                 self.agent.set_weights(before)
-                self.last_fraction = 0.0
+                self.last["natural_fraction"] = 0.0
                 return False
             new = self.agent.dist_params(inputs.obs)
             kl = float(w @ kl_divergence(spec, old, new))
             if kl <= KL_SLACK * c.natural_kl and surrogate(new) < start:
-                self.last_fraction = fraction
+                self.last.update(natural_fraction=fraction, natural_kl=kl)
                 return True
         self.agent.set_weights(before)
-        self.last_fraction = 0.0
+        self.last.update(natural_fraction=0.0, natural_kl=0.0)
         return True
+
+
+class NaturalStepPath:
+    """An update path whose ``weighted`` loss is a :class:`NaturalGradientLoss`: the path
+    itself (every attribute is the path's), with the natural step's metrics
+    (``NaturalGradientLoss.last``: TensorBoard's ``train/natural_*``) added to ``update``'s.
+    """
+
+    def __init__(self, path, natural: NaturalGradientLoss) -> None:
+        self._path, self._natural = path, natural
+
+    def __getattr__(self, name: str):
+        return getattr(self._path, name)
+
+    def update(self, batch) -> dict:
+        return {**self._path.update(batch), **self._natural.last}
+

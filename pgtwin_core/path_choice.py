@@ -21,7 +21,7 @@ from typing import Callable
 
 from pgtwin_core.baselines import EPISODIC, EpisodicUpdate
 from pgtwin_core.baselines.estimator import per_sample_method
-from pgtwin_core.natural_gradient import NaturalGradientLoss
+from pgtwin_core.natural_gradient import NaturalGradientLoss, NaturalStepPath
 from pgtwin_core.update_path import RecomputePath, UpdatePath, WeightedLoss
 from pgtwin_core.value_path import ValueNet, value_path
 
@@ -46,10 +46,19 @@ def chosen_path(agent, weighted: WeightedLoss, optimal_scalar: Callable[[], Upda
     ``dist_params``), the twin's own by the callables it passes. ``episodic``: the twin's
     TensorFlow path of the episodic baselines; without it, the numpy ``EpisodicUpdate``.
     ``value_net``: builds the twin's value network (``baseline='value'``)."""
+    if agent.config.natural_kl is None:
+        return _path(agent, weighted, optimal_scalar, cached, episodic, value_net)
+    natural = NaturalGradientLoss(weighted, agent, per_sample_method(agent.spec.torso),
+                                  agent.config)
+    return NaturalStepPath(_path(agent, natural, optimal_scalar, cached, episodic, value_net),
+                           natural)
+
+
+def _path(agent, weighted: WeightedLoss, optimal_scalar: Callable[[], UpdatePath],
+          cached: Callable[[], UpdatePath], episodic: Callable[[], UpdatePath] | None,
+          value_net: Callable[[], ValueNet] | None) -> UpdatePath:
+    """:func:`chosen_path` over a given ``weighted`` loss."""
     kind = path_kind(agent.config)
-    if agent.config.natural_kl is not None:
-        weighted = NaturalGradientLoss(weighted, agent, per_sample_method(agent.spec.torso),
-                                       agent.config)
     if kind == "optimal_scalar":
         return optimal_scalar()
     if kind == "episodic" and episodic is not None:
