@@ -46,7 +46,8 @@ class DistributedReinforceAgent(ReinforceAgent):
 
     Raises:
       ValueError: ``update_path`` other than ``recompute``; ``natural_kl``; ``baseline``
-        ``time_mean`` or ``value``, or ``gpomdp`` (not all-reduced yet: issue 15's estimators run on one device).
+        ``time_mean`` or ``value``, or ``gpomdp`` (not all-reduced yet: issue 15's
+        estimators run on one device).
     """
 
     def __init__(self, spec: PolicySpec, config: ReinforceConfig = ReinforceConfig(),
