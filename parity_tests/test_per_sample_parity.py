@@ -50,9 +50,9 @@ def test_per_sample_gradients_agree_across_twins(kind, dtype):
     spec = KINDS[kind]
     graph, eager = twins(spec, ReinforceConfig(dtype=dtype), random_weights(spec))
     report = ParityReport()
-    # One batch size (7: padded to its row bucket): each twin's methods are held to its own
-    # loop at B = 1, 7 and 256 in tests/test_per_sample.py, so more sizes here would
-    # compile every method again in both twins to compare what those rows already bound.
+    # One batch size (7: padded to its row bucket). tests/test_per_sample.py holds one twin's
+    # methods to its own loop at B = 1, 7 and 256 for each kind and dtype (each twin meets
+    # every kind there), so more sizes here would compile every method again in both twins.
     size = 7
     obs, actions = random_inputs(spec, size, seed=size)
     for method in ("loop", "vectorized", "analytic"):
