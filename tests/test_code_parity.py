@@ -23,6 +23,15 @@ tf1 = tf.compat.v1
 BATCH = up.make_batch()
 
 
+@pytest.fixture(autouse=True)
+def _seeded_keras():
+    """The TF2 programs' Keras initializers are unseeded, so their one draw depended on what
+    the pytest worker ran before, and the initialisation rung's tests (alpha 1e-3 a variable)
+    then warned on a faithful migration in about one run of a few hundred (CI, 12-03: KS
+    D=0.2 on the 3-column output kernel). Seeded, each test sees one fixed draw."""
+    keras.utils.set_random_seed(0)
+
+
 def failing(report):
     return [r for r in report.rows if not r.ok]
 
