@@ -25,10 +25,10 @@ BATCH = up.make_batch()
 
 @pytest.fixture(autouse=True)
 def _seeded_keras():
-    """The TF2 programs' Keras initializers are unseeded, so their one draw depended on what
-    the pytest worker ran before, and the initialisation rung's tests (alpha 1e-3 a variable)
-    then warned on a faithful migration in about one run of a few hundred (CI, 12-03: KS
-    D=0.2 on the 3-column output kernel). Seeded, each test sees one fixed draw."""
+    """The TF2 programs' Keras initializers are unseeded, so their one draw would depend on
+    what the pytest worker ran before, and the initialisation rung's statistical check
+    (alpha 1e-3 a variable) can then warn on a faithful migration (docs/benchmarks.md
+    section 8). Seeded, each test sees one fixed draw."""
     keras.utils.set_random_seed(0)
 
 
