@@ -44,11 +44,20 @@ def twins(spec, config, weights):
     return [agent_class(impl)(spec, config, weights=weights) for impl in ("graph", "eager")]
 
 
-@pytest.mark.parametrize("dtype", ("float32", "float64"))
-@pytest.mark.parametrize("kind", tuple(KINDS))
-def test_per_sample_gradients_agree_across_twins(kind, dtype):
+def _xla_alternating(cases: list[tuple], inner: int) -> list[tuple]:
+    """``cases`` (an outer x inner product, ``inner`` items per outer one) each with
+    ``jit_compile`` appended, on for every other inner item and shifted by one from outer
+    item to outer item: each outer item meets XLA on half the inner ones, and each inner one
+    on half the outer ones. XLA's compiles are about half a case's time; the other cases hold
+    the twins to each other as ``jit_compile=False`` users run them."""
+    return [(*case, (i + i // inner) % 2 == 0) for i, case in enumerate(cases)]
+
+
+@pytest.mark.parametrize("kind,dtype,xla",
+                         _xla_alternating([(k, d) for k in KINDS for d in ("float32", "float64")], 2))
+def test_per_sample_gradients_agree_across_twins(kind, dtype, xla):
     spec = KINDS[kind]
-    graph, eager = twins(spec, ReinforceConfig(dtype=dtype), random_weights(spec))
+    graph, eager = twins(spec, ReinforceConfig(dtype=dtype, jit_compile=xla), random_weights(spec))
     report = ParityReport()
     # One batch size (7: padded to its row bucket). tests/test_per_sample.py holds one twin's
     # methods to its own loop at B = 1, 7 and 256 for each kind and dtype (each twin meets
@@ -72,22 +81,26 @@ BASELINE_CASES = [("categorical_mlp", "float64"), ("categorical_mlp", "float32")
                   ("gaussian_mlp", "float64"), ("gaussian_lstm", "float64")]
 
 
-@pytest.mark.parametrize("baseline", ("optimal_scalar", "optimal_scalar_episodic",
-                                      "optimal_per_param", "optimal_time"))
-@pytest.mark.parametrize("kind,dtype", BASELINE_CASES)
-def test_every_baseline_agrees_across_twins(kind, dtype, baseline):
+@pytest.mark.parametrize("kind,dtype,baseline,xla", _xla_alternating(
+    [(k, d, b) for k, d in BASELINE_CASES for b in ("optimal_scalar", "optimal_scalar_episodic",
+                                                    "optimal_per_param", "optimal_time")], 4))
+def test_every_baseline_agrees_across_twins(kind, dtype, baseline, xla):
     """Same gradient on a batch, then the same weights after ``UPDATES`` Adam steps; the
     episodic baselines also carry the same memory of earlier batches from update to update
-    (``baseline_memory`` 0.8: updates 2 and 3 use it), and give the same gradient with it."""
-    _baseline_agrees_across_twins(kind, dtype, baseline)
+    (``baseline_memory`` 0.8: updates 2 and 3 use it), and give the same gradient with it.
+    Each case meets XLA on two baselines, and each baseline on two cases."""
+    _baseline_agrees_across_twins(kind, dtype, baseline, jit_compile=xla)
 
 
-@pytest.mark.parametrize("baseline", ("optimal_scalar_episodic", "optimal_per_param"))
-@pytest.mark.parametrize("dtype", ("float32", pytest.param("float64", marks=pytest.mark.slow)))
-def test_shrunk_baselines_agree_across_twins(dtype, baseline):
+@pytest.mark.parametrize("baseline,dtype,xla", [
+    ("optimal_scalar_episodic", "float32", True), ("optimal_per_param", "float32", False),
+    pytest.param("optimal_scalar_episodic", "float64", False, marks=pytest.mark.slow),
+    pytest.param("optimal_per_param", "float64", True, marks=pytest.mark.slow)])
+def test_shrunk_baselines_agree_across_twins(dtype, baseline, xla):
     """The same with ``baseline_shrinkage='auto'`` (its lambda from the other episodes;
     float64 slow: tests/test_shrinkage.py holds each twin to the numpy reference at 1e-10)."""
-    _baseline_agrees_across_twins("categorical_mlp", dtype, baseline, baseline_shrinkage="auto")
+    _baseline_agrees_across_twins("categorical_mlp", dtype, baseline, baseline_shrinkage="auto",
+                                  jit_compile=xla)
 
 
 def _baseline_agrees_across_twins(kind: str, dtype: str, baseline: str, **config_fields) -> None:

@@ -249,16 +249,20 @@ def oracle_gradient(baseline: str, case, config: ReinforceConfig, spec: PolicySp
 # each twin meets the oracle on an MLP and in float64, and the four cases cover every kind and
 # dtype between them. parity_tests/test_per_sample_parity.py holds the other twin to this one
 # for every baseline on the same four (kind, dtype) cases (float64 within 1e-9 relative).
-AGENT_CASES = [("graph", "categorical_mlp", "float64"), ("eager", "categorical_mlp", "float32"),
-               ("eager", "gaussian_mlp", "float64"), ("graph", "gaussian_lstm", "float64")]
+# Each twin on one case under XLA (float64: the 1e-10 bar as users run it) and one with
+# jit_compile=False (XLA's compiles are about half of a case's time).
+AGENT_CASES = [("graph", "categorical_mlp", "float64", False),
+               ("eager", "categorical_mlp", "float32", False),
+               ("eager", "gaussian_mlp", "float64", True), ("graph", "gaussian_lstm", "float64", True)]
 
 
-@pytest.mark.parametrize("impl,kind,dtype", AGENT_CASES)
-def test_every_baseline_matches_the_oracle(impl, kind, dtype):
+@pytest.mark.parametrize("impl,kind,dtype,xla", AGENT_CASES)
+def test_every_baseline_matches_the_oracle(impl, kind, dtype, xla):
     spec = KINDS[kind]
     case = episodic_batch(spec, num_steps=20, num_envs=3, seed=7)
     weights = random_weights(spec, seed=1)
-    base = ReinforceConfig(dtype=dtype, gamma=0.9, normalize_returns=False, num_envs=3, num_steps=20)
+    base = ReinforceConfig(dtype=dtype, gamma=0.9, normalize_returns=False, num_envs=3, num_steps=20,
+                           jit_compile=xla)
     loop = None
     for baseline in ("none", "mean") + OPTIMAL:
         config = base.replace(baseline=baseline)

@@ -61,17 +61,18 @@ def _reference_cases():
     """Every baseline x kind with one twin, alternating, so that each twin meets every baseline
     and kind (suite time: each case is ~5-14 s of XLA compiles).
     parity_tests/test_per_sample_parity.py holds the other twin to this one for every baseline
-    with memory (float64 within 1e-9 relative)."""
+    with memory (float64 within 1e-9 relative). The path runs under XLA in four cases (each
+    twin twice, each kind) and with ``jit_compile=False`` in two, one per twin."""
     cases = [(b, k) for k in ("categorical_mlp", "gaussian_mlp") for b in EPISODIC]
-    return [pytest.param(("graph", "eager")[i % 2], b, k,
+    return [pytest.param(("graph", "eager")[i % 2], b, k, (i // 2) % 2 == 0,
                          marks=pytest.mark.slow if k == "gaussian_mlp" else ())
             for i, (b, k) in enumerate(cases)]
 
 
-@pytest.mark.parametrize("impl,baseline,kind", _reference_cases())
-def test_tensorflow_path_equals_the_numpy_reference(impl, baseline, kind):
+@pytest.mark.parametrize("impl,baseline,kind,xla", _reference_cases())
+def test_tensorflow_path_equals_the_numpy_reference(impl, baseline, kind, xla):
     spec = KINDS[kind]
-    config = config_for(baseline, normalize_returns=kind == "gaussian_mlp")
+    config = config_for(baseline, normalize_returns=kind == "gaussian_mlp", jit_compile=xla)
     weights = random_weights(spec, seed=4)
     agent = agent_class(impl)(spec, config, weights=weights)
     # The reference's per-sample gradients and optimizer step without XLA: nothing of it is

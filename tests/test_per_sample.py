@@ -28,9 +28,10 @@ TOL = {"float64": dict(rtol=1e-9, atol=1e-12), "float32": dict(rtol=2e-4, atol=2
 LOOP_OPS = {"While", "StatelessWhile", "Enter", "Exit", "NextIteration", "LoopCond"}
 
 
-def make_agent(impl: str, kind: str, dtype: str):
+def make_agent(impl: str, kind: str, dtype: str, xla: bool = True):
     spec = KINDS[kind]
-    return agent_class(impl)(spec, ReinforceConfig(dtype=dtype), weights=random_weights(spec))
+    return agent_class(impl)(spec, ReinforceConfig(dtype=dtype, jit_compile=xla),
+                             weights=random_weights(spec))
 
 
 def flat_sq_norms(grads: dict[str, np.ndarray]) -> np.ndarray:
@@ -38,18 +39,21 @@ def flat_sq_norms(grads: dict[str, np.ndarray]) -> np.ndarray:
                for g in grads.values())
 
 
-def _method_cases() -> list[tuple[str, str, str]]:
+def _method_cases() -> list[tuple[str, str, str, bool]]:
     """Every kind x dtype with one twin, alternating so that each twin meets every kind once
     and both dtypes (suite time: a case is ~5-20 s of compiles and the loop reference).
     parity_tests/test_per_sample_parity.py holds the other twin's methods to this one's on
-    every kind x dtype."""
+    every kind x dtype. ``jit_compile`` alternates too (XLA's compiles are about half of a
+    case): each twin meets XLA (with its bucket padding) on an MLP and an LSTM, and each kind
+    meets it once; the other cases run the methods as ``jit_compile=False`` users do."""
     cases = [(k, d) for k in KINDS for d in DTYPES]
-    return [(TWINS[(i + i // 2) % 2], k, d) for i, (k, d) in enumerate(cases)]
+    return [(TWINS[(i + i // 2) % 2], k, d, (i + i // 4) % 2 == 0)
+            for i, (k, d) in enumerate(cases)]
 
 
-@pytest.mark.parametrize("impl,kind,dtype", _method_cases())
-def test_every_method_agrees_with_loop(impl, kind, dtype):
-    agent = make_agent(impl, kind, dtype)
+@pytest.mark.parametrize("impl,kind,dtype,xla", _method_cases())
+def test_every_method_agrees_with_loop(impl, kind, dtype, xla):
+    agent = make_agent(impl, kind, dtype, xla)
     methods = ("vectorized", "analytic")
     ops_after_first = None
     # B = 1 (the one-row edge) for the MLPs only, to keep the suite's time: each size is a
