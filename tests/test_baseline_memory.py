@@ -240,9 +240,10 @@ def test_twins_remember_the_applied_batch_only(impl):
     cases = [episodic_batch(spec, 20, 3, seed=s) for s in (21, 22)]
     rho = 0.7
     for baseline in EPISODIC:
+        # The eager twin under XLA, the graph twin without (XLA's compiles are most of the time).
         config = ReinforceConfig(dtype="float64", baseline=baseline, baseline_memory=rho,
                                  gamma=0.9, normalize_returns=False, optimizer="sgd",
-                                 num_envs=3, num_steps=20)
+                                 num_envs=3, num_steps=20, jit_compile=impl == "eager")
         agent = agent_class(impl)(spec, config, weights=random_weights(spec, seed=1))
         loops = []
         for k, case in enumerate(cases):
