@@ -48,14 +48,16 @@ def value_config(dtype: str, optimizer: str = "adam", **changes) -> ReinforceCon
 
 def run_value_ladder(policy_kind: str, dtype: str, *, seed: int = 0, fit_steps: int = 5,
                      updates: int = 3, optimizers: tuple[str, ...] = ("adam", "sgd"),
-                     fits: tuple[str, ...] = ("after", "before")) -> ParityReport:
+                     fits: tuple[str, ...] = ("after", "before"),
+                     eager_config: dict | None = None) -> ParityReport:
     """The value net's rungs for one policy kind and dtype (module doc); rows carry
     ``context = "<kind>/<dtype>/value[/<optimizer or fit>]"``.
 
     ``optimizers`` (each a pair of twins fitting the same fixed batch; the outputs, loss and
     gradients rungs come with the first) and ``fits`` (each a short training run, the value
     net fitted ``after`` or ``before`` the policy uses it) choose what is climbed: every one
-    builds both twins anew, so a caller that needs fewer saves their build and compiles."""
+    builds both twins anew, so a caller that needs fewer saves their build and compiles.
+    ``eager_config``: changes to the eager twin's config only, as ``run_ladder``'s."""
     if not optimizers or not fits:
         raise ValueError(f"run_value_ladder: optimizers {optimizers!r} and fits {fits!r} "
                          "must each name at least one")
@@ -66,8 +68,10 @@ def run_value_ladder(policy_kind: str, dtype: str, *, seed: int = 0, fit_steps: 
     spec = kind.spec()
     weights = init_weights(spec, seed, dtype=dtype)
     report = ParityReport()
+    changes = dict(eager_config or {})
     for optimizer in optimizers:
-        pair = TwinPair(spec, value_config(dtype, optimizer), weights)
+        config = value_config(dtype, optimizer)
+        pair = TwinPair(spec, config, weights, config.replace(**changes))
         try:
             batch = fixed_batch(kind, spec, pair.graph.dist_params, seed)
             fed = _fed(pair, batch)
@@ -78,7 +82,7 @@ def run_value_ladder(policy_kind: str, dtype: str, *, seed: int = 0, fit_steps: 
             pair.close()
     for fit in fits:
         report.extend(compare_value_training(kind, spec, weights, dtype, seed, updates, fit,
-                                             f"{ctx}/{fit}"))
+                                             f"{ctx}/{fit}", changes))
     return report
 
 
@@ -148,12 +152,12 @@ def compare_fit(pair: TwinPair, fed: ValueInputs, steps: int, ctx: str) -> Parit
 
 
 def compare_value_training(kind, spec, weights, dtype: str, seed: int, updates: int, fit: str,
-                           ctx: str) -> ParityReport:
+                           ctx: str, eager_changes: dict | None = None) -> ParityReport:
     """Rung 6 with the value baseline: ``updates`` iterations, each twin collecting its own
     batch with its own policy from the same seeds; metrics per update, then the policy's and
-    the value net's weights."""
+    the value net's weights. ``eager_changes``: to the eager twin's config only."""
     config = value_config(dtype, value_fit=fit)
-    pair = TwinPair(spec, config, weights)
+    pair = TwinPair(spec, config, weights, config.replace(**(eager_changes or {})))
     rtol = RTOL[dtype]
     report = ParityReport()
     try:
