@@ -13,6 +13,8 @@ import pytest
 
 from pgtwin.parity.twin_parity import POLICY_KINDS, TRAINING_ATOL_FLOAT64, run_ladder
 
+from parity_tests.test_twin_ladder import without_xla
+
 UPDATES = 20
 
 
@@ -20,7 +22,8 @@ UPDATES = 20
 @pytest.mark.parametrize("dtype", ("float32", "float64"))
 @pytest.mark.parametrize("kind", tuple(POLICY_KINDS))
 def test_rung6_same_training_run(kind, dtype, record_property):
-    report = run_ladder(kind, dtype, rungs=("training",), training_updates=UPDATES)
+    report = run_ladder(kind, dtype, rungs=("training",), training_updates=UPDATES,
+                        config_changes=without_xla(kind, dtype))
     rows = {r.item: r for r in report.rows}
     trajectory = rows["trajectory"]
     record_property("trajectory", trajectory.note)

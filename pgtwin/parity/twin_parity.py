@@ -133,7 +133,8 @@ class TwinPair:
 def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
                rungs: tuple[str, ...] = TWIN_RUNGS, num_envs: int = 4, num_steps: int = 32,
                optimizer_steps: int = 5, training_updates: int = 20,
-               eager_config: dict | None = None) -> ParityReport:
+               eager_config: dict | None = None,
+               config_changes: dict | None = None) -> ParityReport:
     """Run the twin ladder for one policy kind and dtype.
 
     Args:
@@ -146,6 +147,8 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
       training_updates: collect + update iterations at rung 6.
       eager_config: changes to the eager twin's config only: a deliberate mismatch, to see
         at which rung the ladder parts (e.g. ``{"adam_epsilon": 1e-7}``, Keras' default).
+      config_changes: changes to both twins' configs (e.g. ``{"jit_compile": False}``: the
+        ladder as users without XLA run it).
 
     Returns:
       A ``ParityReport`` whose rows carry ``context = "<kind>/<dtype>[/<optimizer>]"``.
@@ -162,12 +165,12 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
     ctx = f"{kind.name}/{dtype}"
     spec = kind.spec()
     weights = init_weights(spec, seed, dtype=dtype)
-    changes = dict(eager_config or {})
+    changes, both = dict(eager_config or {}), dict(config_changes or {})
     report = ParityReport()
 
     fixed_rungs = [r for r in TWIN_RUNGS[:5] if r in rungs]
     if fixed_rungs:
-        config = ladder_config(dtype, num_envs=num_envs, num_steps=num_steps)
+        config = ladder_config(dtype, num_envs=num_envs, num_steps=num_steps, **both)
         pair = TwinPair(spec, config, weights, config.replace(**changes))
         try:
             # The batch is data: sampled with the graph twin's policy (rung 2 shows the
@@ -190,10 +193,13 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
             # SGD, then the natural step (SGD at 1 on the twins' per-sample Fisher solve; it
             # refuses a clip: the KL radius bounds the step).
             for name, config in (
-                    ("sgd", ladder_config(dtype, "sgd", num_envs=num_envs, num_steps=num_steps)),
+                    ("sgd", ladder_config(dtype, "sgd", num_envs=num_envs, num_steps=num_steps,
+                                          **both)),
                     ("natural", ladder_config(dtype, "sgd", num_envs=num_envs,
-                                              num_steps=num_steps, learning_rate=1.0,
-                                              max_grad_norm=None, natural_kl=0.01))):
+                                              num_steps=num_steps, **{
+                                                  **both, "learning_rate": 1.0,
+                                                  "max_grad_norm": None,
+                                                  "natural_kl": 0.01}))):
                 pair = TwinPair(spec, config, weights, config.replace(**changes))
                 try:
                     report.extend(compare_steps(pair, batch, optimizer_steps, f"{ctx}/{name}"))
@@ -201,7 +207,7 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
                     pair.close()
     if "training" in rungs:
         report.extend(compare_training(kind, spec, weights, dtype, seed, num_envs, num_steps,
-                                       training_updates, changes, ctx))
+                                       training_updates, changes, ctx, both))
     return report
 
 
@@ -305,16 +311,17 @@ def training_config(dtype: str, num_envs: int, num_steps: int) -> ReinforceConfi
 
 def compare_training(kind: PolicyKind, spec: PolicySpec, weights: dict[str, np.ndarray],
                      dtype: str, seed: int, num_envs: int, num_steps: int, updates: int,
-                     eager_changes: dict, ctx: str) -> ParityReport:
+                     eager_changes: dict, ctx: str,
+                     both_changes: dict | None = None) -> ParityReport:
     """Rung 6: both twins run ``pgtwin_core.loop.iterate_training`` from the same seed.
 
     The runs are stepped in lockstep; while their trajectories agree (same discrete actions,
     continuous actions within ``TRAJECTORY_ATOL``), their observations, losses and weights
     after each update are compared. Rows: ``trajectory`` (actions, with the update where the
     runs parted, if they did), ``obs``, ``loss`` (per update, over the agreeing prefix), and
-    the end weights per variable.
+    the end weights per variable. ``both_changes``: to both twins' configs.
     """
-    config = training_config(dtype, num_envs, num_steps)
+    config = training_config(dtype, num_envs, num_steps).replace(**(both_changes or {}))
     pair = TwinPair(spec, config, weights, config.replace(**eager_changes))
     envs = [kind.make_envs(num_envs, seed) for _ in range(2)]
     try:
