@@ -371,7 +371,9 @@ def _logical_devices_run() -> dict:
             envs = [make_vec_env("CartPole-v1", 3, replica_env_seed(0, r, 3)) for r in (0, 1)]
             spec = spec_for_env(envs[0])
             dist = DistributedReinforceAgent(spec, config, seed=1, strategy=strategy)
-            single = ReinforceAgent(spec, config, seed=1)
+            # The single-device reference without XLA: it is the oracle here, not under test,
+            # and its compiles were a third of this subprocess's time.
+            single = ReinforceAgent(spec, config.replace(jit_compile=False), seed=1)
             rows = []
             # Two updates: the second Adam step uses both moments of the first.
             for row, batches, whole, m_dist, m_single in _two_replica_updates(
@@ -431,7 +433,7 @@ def _episodic_case(strategy, baseline: str, kw: dict) -> dict:
     envs = [make_vec_env("CartPole-v1", 3, replica_env_seed(2, r, 3)) for r in (0, 1)]
     spec = spec_for_env(envs[0], hidden=(16,))
     dist = DistributedReinforceAgent(spec, config, seed=3, strategy=strategy)
-    single = ReinforceAgent(spec, config, seed=3)
+    single = ReinforceAgent(spec, config.replace(jit_compile=False), seed=3)  # no XLA: as above
     rows = []
     for row, batches, _, m_dist, m_single in _two_replica_updates(
             dist, single, envs, [replica_rng(2, r) for r in (0, 1)]):
@@ -492,7 +494,8 @@ def _optimal_scalar_case(strategy, dtype: str) -> dict:
     envs = [make_vec_env("CartPole-v1", 3, replica_env_seed(1, r, 3)) for r in (0, 1)]
     spec = spec_for_env(envs[0])
     dist = DistributedReinforceAgent(spec, config, seed=2, strategy=strategy)
-    single = ReinforceAgent(spec, config, seed=2)  # eager/baselines.py on the joined batch
+    # eager/baselines.py on the joined batch (the reference without XLA, as above)
+    single = ReinforceAgent(spec, config.replace(jit_compile=False), seed=2)
     batches = [collect(envs[r], dist.rollout_policy(), dist.spec, config.num_steps,
                        replica_rng(1, r))[0] for r in (0, 1)]
     whole = concat_batches(batches)
