@@ -170,7 +170,7 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
 
     fixed_rungs = [r for r in TWIN_RUNGS[:5] if r in rungs]
     if fixed_rungs:
-        config = ladder_config(dtype, num_envs=num_envs, num_steps=num_steps, **both)
+        config = ladder_config(dtype, num_envs=num_envs, num_steps=num_steps).replace(**both)
         pair = TwinPair(spec, config, weights, config.replace(**changes))
         try:
             # The batch is data: sampled with the graph twin's policy (rung 2 shows the
@@ -193,13 +193,11 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
             # SGD, then the natural step (SGD at 1 on the twins' per-sample Fisher solve; it
             # refuses a clip: the KL radius bounds the step).
             for name, config in (
-                    ("sgd", ladder_config(dtype, "sgd", num_envs=num_envs, num_steps=num_steps,
-                                          **both)),
+                    ("sgd", ladder_config(dtype, "sgd", num_envs=num_envs, num_steps=num_steps)),
                     ("natural", ladder_config(dtype, "sgd", num_envs=num_envs,
-                                              num_steps=num_steps, **{
-                                                  **both, "learning_rate": 1.0,
-                                                  "max_grad_norm": None,
-                                                  "natural_kl": 0.01}))):
+                                              num_steps=num_steps, learning_rate=1.0,
+                                              max_grad_norm=None, natural_kl=0.01))):
+                config = config.replace(**both)
                 pair = TwinPair(spec, config, weights, config.replace(**changes))
                 try:
                     report.extend(compare_steps(pair, batch, optimizer_steps, f"{ctx}/{name}"))
