@@ -144,28 +144,27 @@ def obs_batch(spec: PolicySpec, dtype: str, size: int, seed: int = SEED) -> np.n
 
 def pytest_collection_modifyitems(config, items) -> None:
     """With benchmarking disabled (CI: each body once, as a test), a benchmark parametrized
-    over three or more ``batch_size`` values runs at its smallest and largest only.
+    over ``batch_size`` runs at its largest only.
 
-    The sizes between run the same code at another shape: as a test they add compiles, not
+    The smaller sizes run the same code at another shape: as a test they add compiles, not
     checks (the per-sample methods are held to their loop at B = 1, 7 and 256 in
-    ``tests/test_per_sample.py``). They are deselected, which pytest's summary counts, and
-    run whenever benchmarks are (``--benchmark-enable``)."""
+    ``tests/test_per_sample.py``, the episodic baselines to numpy on batches of 60-144 steps
+    in ``tests/``). They are deselected, which pytest's summary counts, and run whenever
+    benchmarks are (``--benchmark-enable``, as ``pgtwin bench`` runs them)."""
     if config.getoption("benchmark_enable", False) or not config.getoption("benchmark_disable",
                                                                           False):
         return
     here = os.path.dirname(__file__)
-    groups: dict[tuple, list] = {}
+    largest: dict[tuple, int] = {}
+    sized = []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if str(item.path).startswith(here) and "batch_size" in params:
             rest = tuple(sorted((k, str(v)) for k, v in params.items() if k != "batch_size"))
-            groups.setdefault((str(item.path), item.originalname, rest), []).append(item)
-    middle = set()
-    for group in groups.values():
-        sizes = sorted(item.callspec.params["batch_size"] for item in group)
-        if len(sizes) >= 3:
-            middle.update(item for item in group
-                          if sizes[0] < item.callspec.params["batch_size"] < sizes[-1])
-    if middle:
-        config.hook.pytest_deselected(items=[i for i in items if i in middle])
-        items[:] = [i for i in items if i not in middle]
+            key = (str(item.path), item.originalname, rest)
+            largest[key] = max(largest.get(key, 0), params["batch_size"])
+            sized.append((item, key))
+    smaller = {item for item, key in sized if item.callspec.params["batch_size"] < largest[key]}
+    if smaller:
+        config.hook.pytest_deselected(items=[i for i in items if i in smaller])
+        items[:] = [i for i in items if i not in smaller]
