@@ -372,7 +372,7 @@ def _logical_devices_run() -> dict:
             spec = spec_for_env(envs[0])
             dist = DistributedReinforceAgent(spec, config, seed=1, strategy=strategy)
             # The single-device reference without XLA: it is the oracle here, not under test,
-            # and its compiles were a third of this subprocess's time.
+            # and its XLA compiles only added to this subprocess's time.
             single = ReinforceAgent(spec, config.replace(jit_compile=False), seed=1)
             rows = []
             # Two updates: the second Adam step uses both moments of the first.

@@ -196,7 +196,7 @@ def test_lambda_one_without_cuts_equals_the_monte_carlo_path():
 def test_twins_agree_on_updates_with_gae(dtype, rtol, fit):
     # Same numpy initial weights from seed 3; two Adam updates each on the batch above:
     # the metrics, the policy's and the value net's weights agree to the dtype's tolerance.
-    # The eager twin under XLA in float32, without it in float64 (XLA's compiles: half the time).
+    # The eager twin under XLA in float32, without it in float64 (fewer XLA compiles).
     cfg = config(dtype=dtype, optimizer="adam", learning_rate=1e-2, value_fit=fit,
                  jit_compile=dtype == "float32")
     agents = {impl: agent_class(impl)(SPEC, cfg, seed=3) for impl in ("graph", "eager")}

@@ -60,9 +60,9 @@ def test_every_method_agrees_with_loop(impl, kind, dtype, xla):
     # compile of every method, ~2 s per LSTM case; the LSTMs keep B = 7 (padded) and 256.
     for size in BATCH_SIZES if kind in MLP_KINDS else BATCH_SIZES[1:]:
         obs, actions = random_inputs(agent.spec, size, seed=size, dtype=agent.config.dtype)
-        # The loop on every row up to B = 7; at B = 256 on every 8th row and the last (a
-        # sample's gradient is its own row's: the batched methods are checked on all 33
-        # rows they return there, and the eager loop's 256 tapes were 2-6 s a case).
+        # The loop on every row up to B = 7; at B = 256 on every 8th row and the last, 33
+        # rows (a sample's gradient is its own row's, so the batched methods' 256 rows are
+        # checked on those 33; the eager loop's 256 tapes were 2-6 s a case).
         rows = np.arange(size) if size <= 8 else np.unique(np.r_[np.arange(0, size, 8), size - 1])
         ref = agent.per_sample_gradients(obs[rows], actions[rows], method="loop")
         assert list(ref) == list(agent.spec.weight_shapes())

@@ -151,9 +151,10 @@ def test_tensorflow_path_equals_the_numpy_reference(impl, baseline, shrinkage):
     weights = random_weights(spec, seed=4)
     # The reference's per-sample gradients and optimizer step, and the unshrunk estimate, run
     # without XLA: they are not under test, and their compiles would double the case's time.
-    eager_ops = config.replace(jit_compile=False)
+    uncompiled = config.replace(jit_compile=False)
     agent, ref_agent, plain = (agent_class(impl)(spec, c, weights=weights)
-                               for c in (config, eager_ops, eager_ops.replace(baseline_shrinkage=None)))
+                               for c in (config, uncompiled,
+                                         uncompiled.replace(baseline_shrinkage=None)))
     ref = EpisodicUpdate(config, spec, ref_agent.weighted_loss, ref_agent.per_sample_gradients,
                          ref_agent.dist_params)
     with warnings.catch_warnings():
