@@ -47,6 +47,8 @@ TRAINING_ATOL_FLOAT64 = 1e-8
 """Max abs error of the float64 weights at the end of rung 6."""
 TRAJECTORY_ATOL = {"float64": 1e-9, "float32": 1e-4}
 """Continuous actions of the two runs closer than this count as the same trajectory."""
+LADDER_OPTIMIZERS = ("adam", "sgd", "natural")
+"""Rung 5's optimizers, in the order the ladder steps with them."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,8 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
                rungs: tuple[str, ...] = TWIN_RUNGS, num_envs: int = 4, num_steps: int = 32,
                optimizer_steps: int = 5, training_updates: int = 20,
                eager_config: dict | None = None,
-               config_changes: dict | None = None) -> ParityReport:
+               config_changes: dict | None = None,
+               optimizers: tuple[str, ...] = LADDER_OPTIMIZERS) -> ParityReport:
     """Run the twin ladder for one policy kind and dtype.
 
     Args:
@@ -149,6 +152,8 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
         at which rung the ladder parts (e.g. ``{"adam_epsilon": 1e-7}``, Keras' default).
       config_changes: changes to both twins' configs (e.g. ``{"jit_compile": False}``: the
         ladder as users without XLA run it).
+      optimizers: which of ``LADDER_OPTIMIZERS`` rung 5 steps with (each is a pair of twins
+        stepping on the fixed batch; ``natural`` is the costliest, a per-sample Fisher solve).
 
     Returns:
       A ``ParityReport`` whose rows carry ``context = "<kind>/<dtype>[/<optimizer>]"``.
@@ -159,6 +164,10 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
     unknown = [r for r in rungs if r not in TWIN_RUNGS]
     if unknown:
         raise ValueError(f"unknown rung(s) {unknown}: choose from {TWIN_RUNGS}")
+    if "weights" in rungs and (not optimizers
+                               or any(o not in LADDER_OPTIMIZERS for o in optimizers)):
+        raise ValueError(f"optimizers {tuple(optimizers)!r}: rung 'weights' needs one or more "
+                         f"of {LADDER_OPTIMIZERS}")
     if optimizer_steps < 1 or training_updates < 1:
         raise ValueError(f"optimizer_steps and training_updates must be >= 1, got "
                          f"{optimizer_steps} and {training_updates}")
@@ -184,7 +193,7 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
             for rung in fixed_rungs[:4]:
                 if rung in checks:
                     report.extend(checks[rung]())
-            if "weights" in rungs:
+            if "weights" in rungs and "adam" in optimizers:
                 # Rungs 1-4 leave the weights untouched, so this pair can step with Adam.
                 report.extend(compare_steps(pair, batch, optimizer_steps, f"{ctx}/adam"))
         finally:
@@ -197,6 +206,8 @@ def run_ladder(policy_kind: str, dtype: str, *, seed: int = 0,
                     ("natural", ladder_config(dtype, "sgd", num_envs=num_envs,
                                               num_steps=num_steps, learning_rate=1.0,
                                               max_grad_norm=None, natural_kl=0.01))):
+                if name not in optimizers:
+                    continue
                 config = config.replace(**both)
                 pair = TwinPair(spec, config, weights, config.replace(**changes))
                 try:

@@ -1,0 +1,50 @@
+"""Suite-wide settings, applied in ``pytest_configure``: before any test module imports
+TensorFlow, in the main process and in every pytest-xdist worker, and inherited by the
+subprocesses the tests start (``pgtwin train``, ``pgtwin parity``).
+
+**XLA's CPU code generation at LLVM optimisation level 0 while benchmarks are disabled**
+(the suite's default, ``setup.cfg``'s ``--benchmark-disable``). Compiling is about half the
+time of the oracle and parity tests, and LLVM's optimisation of the generated code is a
+large part of a compile; the level cuts the suite's CPU time by about 13 %
+(docs/benchmarks.md section 8 has the runs). What stays the same: the HLO graph, XLA's own
+passes, its fusions and the order of its arithmetic. What the tests then do not run is the
+machine code users get at the default level 3, which may fuse a multiply and an add into
+one FMA where level 0 does not (a last-bit difference). The tests hold compiled results to
+numpy oracles within tolerances far above one last bit, and the twins to each other in one
+process, where both compile alike; the suite passed at both levels when this was introduced. To run it on users' code:
+``XLA_FLAGS=--xla_backend_optimization_level=3 python -m pytest ...`` (an ``XLA_FLAGS`` that
+already sets the level is left as it is). Runs with ``--benchmark-enable`` (and so
+``pgtwin bench``) time the default code: there the flag is never added, and a copy
+inherited from a test run is removed.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+XLA_OPT_FLAG = "--xla_backend_optimization_level"
+TEST_LEVEL = f"{XLA_OPT_FLAG}=0"
+ADDED_MARK = "PGTWIN_TEST_ADDED_XLA_FLAG"
+"""Set alongside the flag when this file added it, so that a benchmarking child process
+(``pgtwin bench`` run from a test) can tell the suite's addition from a user's choice."""
+
+
+def _benchmarks_enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("benchmark_enable", False)) or not config.getoption(
+        "benchmark_disable", True)
+
+
+def _without(flags: str, flag: str) -> str:
+    return " ".join(part for part in flags.split() if part != flag)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    flags = os.environ.get("XLA_FLAGS", "")
+    if _benchmarks_enabled(config):
+        if os.environ.pop(ADDED_MARK, None):
+            os.environ["XLA_FLAGS"] = _without(flags, TEST_LEVEL)
+        return
+    if XLA_OPT_FLAG not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {TEST_LEVEL}".strip()
+        os.environ[ADDED_MARK] = "1"
