@@ -135,14 +135,21 @@ def test_stops_when_the_window_mean_reaches_the_threshold(tmp_path, capsys, no_s
 def test_resume_with_a_larger_budget_continues_the_same_run(tmp_path, capsys, impl):
     # Oracle: one uninterrupted run of 4 updates. The resumed one runs 2, stops, resumes
     # for 2 more (Pendulum: a SyncVectorEnv whose 200-step episodes span the break).
+    # --no-xla: the subject is the resume; the episodic resume below keeps XLA. The resume
+    # is not given it, so it must keep the first run's choice.
     common = ["--env", "Pendulum-v1", "--impl", impl, "--seed", "4", "--num-envs", "2",
               "--num-steps", "64", "--hidden", "8", "--json", "--no-progress"]
     straight, logdir = str(tmp_path / "straight"), str(tmp_path / "run")
-    assert _train(capsys, *common, "--steps", "512", "--logdir", straight)[0] == 0
-    assert _train(capsys, *common, "--steps", "256", "--logdir", logdir)[0] == 0
+    assert _train(capsys, *common, "--no-xla", "--steps", "512", "--logdir", straight)[0] == 0
+    assert _train(capsys, *common, "--no-xla", "--steps", "256", "--logdir", logdir)[0] == 0
     code, summary, err = _train(capsys, "--resume", "--logdir", logdir, "--steps", "512",
                                 "--json", "--no-progress")
     assert code == 0 and summary["updates"] == 4 and summary["env_steps"] == 512
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    resumed, _ = settings_from_args(parser.parse_args(["train", "--resume", "--logdir", logdir]),
+                                    parser)
+    assert resumed.config.jit_compile is False
     assert summary["resumed_from"] == os.path.join(logdir, "checkpoints", "update_00000002")
     assert "resuming" in err and "exactly (env state restored)" in err
     want, got = (load_weights(os.path.join(d, "weights.npz")) for d in (straight, logdir))
@@ -292,7 +299,7 @@ def test_resume_with_obs_norm_and_schedules_equals_an_uninterrupted_run(tmp_path
     common = ["--env", "Pendulum-v1", "--impl", impl, "--seed", "4", "--num-envs", "2",
               "--num-steps", "64", "--hidden", "8", "--obs-norm", "--lr-schedule", "cosine",
               "--schedule-steps", "512", "--log-std-floor", "-0.6",
-              "--log-std-floor-final", "-1.0", "--json", "--no-progress"]
+              "--log-std-floor-final", "-1.0", "--no-xla", "--json", "--no-progress"]
     straight, logdir = str(tmp_path / "straight"), str(tmp_path / "run")
     assert _train(capsys, *common, "--steps", "512", "--logdir", straight)[0] == 0
     assert _train(capsys, *common, "--steps", "256", "--logdir", logdir)[0] == 0

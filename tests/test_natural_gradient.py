@@ -274,8 +274,9 @@ def test_a_resumed_natural_run_equals_an_uninterrupted_one(tmp_path, capsys, imp
     from pgtwin.cli import main
     from pgtwin.train.run import load_weights
 
+    # --no-xla: the subject is the resume (tests/test_cli_train.py resumes under XLA).
     common = ["--env", "Pendulum-v1", "--impl", impl, "--seed", "3", "--num-envs", "2",
-              "--num-steps", "64", "--hidden", "8", "--json", "--no-progress"]
+              "--num-steps", "64", "--hidden", "8", "--no-xla", "--json", "--no-progress"]
 
     def train(*argv):
         code = main(["train", *argv])

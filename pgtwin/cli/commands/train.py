@@ -99,6 +99,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--obs-norm-clip", type=positive_float, default=None,
                    help="clip normalised observations to [-C, C] (default 10)")
     p.add_argument("--dtype", choices=DTYPES, default=None, help="default float32")
+    p.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
+                   help="XLA-compile the updates and the per-sample computations (default on; "
+                        "--no-xla: no compile at start, slower updates)")
     p.add_argument("--torso", choices=TORSOS, default=None, help="default mlp")
     p.add_argument("--hidden", type=hidden_sizes, default=None, help="e.g. 64,64")
     p.add_argument("--history", type=positive_int, default=None,
@@ -171,7 +174,7 @@ GIVEN = {"seed": "seed", "steps": "total_steps", "num_envs": "num_envs",
          "lr_floor": "lr_floor", "schedule_steps": "schedule_steps",
          "log_std_floor": "log_std_floor", "log_std_floor_final": "log_std_floor_final",
          "obs_norm": "obs_norm", "obs_norm_clip": "obs_norm_clip",
-         "dtype": "dtype", "torso": "torso",
+         "dtype": "dtype", "xla": "jit_compile", "torso": "torso",
          "hidden": "hidden", "history": "history", "impl": "impl",
          "solve_window": "solve_window", "checkpoint_every": "checkpoint_every",
          "keep_checkpoints": "keep_checkpoints",
