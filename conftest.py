@@ -5,13 +5,13 @@ subprocesses the tests start (``pgtwin train``, ``pgtwin parity``).
 **XLA's CPU code generation at LLVM optimisation level 0 while benchmarks are disabled**
 (the suite's default, ``setup.cfg``'s ``--benchmark-disable``). Compiling is about half the
 time of the oracle and parity tests, and LLVM's optimisation of the generated code is a
-large part of a compile; the level cuts the suite's CPU time by about 13 %
-(docs/benchmarks.md section 8 has the runs). What stays the same: the HLO graph, XLA's own
-passes, its fusions and the order of its arithmetic. What the tests then do not run is the
-machine code users get at the default level 3, which may fuse a multiply and an add into
-one FMA where level 0 does not (a last-bit difference). The tests hold compiled results to
-numpy oracles within tolerances far above one last bit, and the twins to each other in one
-process, where both compile alike; the suite passed at both levels when this was introduced. To run it on users' code:
+large part of a compile (docs/benchmarks.md section 8 has what the level saves). What stays
+the same: the HLO graph, XLA's own passes, its fusions and the order of its arithmetic. What
+the tests then do not run is the machine code users get at the default level 3, which may
+fuse a multiply and an add into one FMA where level 0 does not (a last-bit difference). The
+tests hold compiled results to numpy oracles within tolerances far above one last bit, and
+the twins to each other in one process, where both compile alike; the suite passed at both
+levels when this was introduced. To run it on users' code:
 ``XLA_FLAGS=--xla_backend_optimization_level=3 python -m pytest ...`` (an ``XLA_FLAGS`` that
 already sets the level is left as it is). Runs with ``--benchmark-enable`` (and so
 ``pgtwin bench``) time the default code: there the flag is never added, and a copy

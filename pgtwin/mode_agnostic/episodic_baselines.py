@@ -325,13 +325,13 @@ def _step_score(a: tf.Tensor | None, d: tf.Tensor) -> tf.Tensor:
     return a[:, :, None] * d[:, None, :]
 
 
-def _ascent_excess(psi: tf.Tensor, sq: tf.Tensor, a_l: tf.Tensor, total_num: tf.Tensor,
-                   total_den: tf.Tensor, fallback: tf.Tensor) -> tf.Tensor:
+def _ascent_terms(psi: tf.Tensor, sq: tf.Tensor, a_l: tf.Tensor, total_num: tf.Tensor,
+                  total_den: tf.Tensor, fallback: tf.Tensor) -> tf.Tensor:
     """``[E, *shape]``: ``psi (a_l - b)`` with ``b`` each episode's leave-one-out ratio
     ``(N - psi^2 a_l) / (D - psi^2)`` (``N``, ``D`` the step's totals with the memory's), or
     ``fallback`` where no other episode's psi is nonzero. Written as
-    ``psi (a_l D - N) / (D - psi^2)``: the same value (``a_l (D - q) - (N - q a_l)``), one
-    product and one difference fewer a cell, which XLA's loop body runs measurably faster."""
+    ``psi (a_l D - N) / (D - psi^2)``: the same value (``a_l (D - q) - (N - q a_l)`` over
+    ``D - q``, ``q = psi^2``) in fewer operations a cell (docs/benchmarks.md section 6)."""
     others = total_den[None] - sq
     positive = others > 0
     ratio = (a_l * total_den[None] - total_num[None]) / tf.where(positive, others,
@@ -342,11 +342,11 @@ def _ascent_excess(psi: tf.Tensor, sq: tf.Tensor, a_l: tf.Tensor, total_num: tf.
 def _time(spec, traced, ep, memory):
     """``optimal_time`` by one pass along the grid's time axis: at step l, ``psi_l = psi_{l-1}
     + g_l`` for every episode ``[E, P]`` (the numpy reference's order of additions), the
-    step's two sums over the episodes (two reductions: on TF 2.21 they ran faster than one
-    reduction of a stacked ``[E, 2, *shape]``, docs/benchmarks.md section 6), their
-    leave-one-out ratios and the ascent's terms (:func:`_ascent_excess`). Nothing of size ``[E, H, P]`` is formed (``tf.cumsum``
-    would, and XLA runs it as a reduce window of H terms per element); the plug-in baselines
-    are formed after the loop from the stacked sums ``[H, P]``."""
+    step's two sums over the episodes (two reductions, not one of a stacked
+    ``[E, 2, *shape]``: docs/benchmarks.md section 6), their leave-one-out ratios and the
+    ascent's terms (:func:`_ascent_terms`). Nothing of size ``[E, H, P]`` is formed
+    (``tf.cumsum`` would, and XLA runs it as a reduce window of H terms per element); the
+    plug-in baselines are formed after the loop from the stacked sums ``[H, P]``."""
     pieces = _per_step_pieces(spec, traced, ep.mask)
     horizon = tf.shape(ep.mask)[1]
     memory = _padded_memory(memory, horizon)
@@ -372,9 +372,9 @@ def _time(spec, traced, ep, memory):
             sq = tf.square(psi)
             a_l = _expand(ar_l, rank)
             num, den = tf.reduce_sum(sq * a_l, axis=0), tf.reduce_sum(sq, axis=0)
-            excess = _ascent_excess(psi, sq, a_l, num + m_num[k][l], den + m_den[k][l],
-                                    _expand(fallback, rank))
-            for acc, x in zip(out, (psi, asc + tf.reduce_sum(excess, axis=0), num, den)):
+            terms = _ascent_terms(psi, sq, a_l, num + m_num[k][l], den + m_den[k][l],
+                                  _expand(fallback, rank))
+            for acc, x in zip(out, (psi, asc + tf.reduce_sum(terms, axis=0), num, den)):
                 acc.append(x)
         written = [[ta.write(l, x) for ta, x in zip(tas, xs)]
                    for tas, xs in zip((nums, dens), out[2:])]
