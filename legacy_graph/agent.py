@@ -27,7 +27,7 @@ from pgtwin.mode_agnostic.loss import reinforce_loss
 
 from legacy_graph import network
 from legacy_graph.checkpoint_layout import missing_memory, saved_layout
-from legacy_graph.gradient_step import checked_gradients, guarded_apply
+from legacy_graph.gradient_step import GivenGradientApply, checked_gradients, guarded_apply
 from legacy_graph.optimizers import learning_rate_variable, make_optimizer
 from legacy_graph.per_sample import PerSampleGradients
 from legacy_graph.policy_call import policy_callable
@@ -95,10 +95,6 @@ class ReinforceAgent:
         self.grads = checked_gradients(self.loss, self.variables)
         self.grad_norm = tf.linalg.global_norm(self.grads)
 
-        # Custom gradients (optimal per-parameter baselines) arrive as numpy and are applied
-        # through placeholders by the same optimizer.
-        self.grad_phs = {name: tf1.placeholder(dtype, v.shape, name=f"grad/{name}")
-                         for name, v in self.variables.items()}
         self.learning_rate = learning_rate_variable(self.config, dtype)
         self._lr_ph = tf1.placeholder(dtype, [], name="learning_rate_value")
         self._lr_assign = self.learning_rate.assign(self._lr_ph)
@@ -106,15 +102,33 @@ class ReinforceAgent:
         clip = self.config.max_grad_norm
         self.train_op, self.applied = guarded_apply(self.optimizer, self.variables, self.grads,
                                                     self.loss, clip)
-        self.apply_op, self.apply_applied = guarded_apply(
-            self.optimizer, self.variables, list(self.grad_phs.values()),
-            tf.constant(0.0, dtype), clip)
+        self._given_apply: GivenGradientApply | None = None  # built on first use
 
         self.weight_phs = {name: tf1.placeholder(dtype, v.shape) for name, v in self.variables.items()}
         self.assign_op = tf.group(*[v.assign(self.weight_phs[n]) for n, v in self.variables.items()])
         self._init_op = tf.group(tf1.global_variables_initializer(),
                                  tf1.local_variables_initializer())
-        self.saver = tf1.train.Saver(var_list=tf1.global_variables(), max_to_keep=None)
+
+    def given_gradient_apply(self) -> GivenGradientApply:
+        """The placeholders and guarded optimizer step for gradients given as numpy (the
+        numpy estimators, the natural step), built into the graph on first use: most agents
+        never apply a given gradient, and the second guarded step was a quarter of building
+        one. The optimizer's slots exist already (the train step made them), so this adds
+        ops and no variable; a variable added here would be missing from the initialised
+        state and the Saver, hence the check."""
+        if self._given_apply is None:
+            dtype = self.config.dtype
+            with self.graph.as_default():
+                before = len(tf1.global_variables())
+                phs = {name: tf1.placeholder(dtype, v.shape, name=f"grad/{name}")
+                       for name, v in self.variables.items()}
+                op, applied = guarded_apply(self.optimizer, self.variables, list(phs.values()),
+                                            tf.constant(0.0, dtype), self.config.max_grad_norm)
+                if len(tf1.global_variables()) != before:
+                    raise RuntimeError("building the given-gradient step created variables: "
+                                       "the optimizer must make its slots in the train step")
+            self._given_apply = GivenGradientApply(phs, op, applied)
+        return self._given_apply
 
     # -------------------------------------------------------------- policy
     def dist_params(self, obs: np.ndarray) -> np.ndarray:

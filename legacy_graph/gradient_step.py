@@ -9,9 +9,21 @@ weights or the optimizer state and the step is reported as skipped. Mirrors
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import tensorflow as tf
 
 from pgtwin_core.errors import DisconnectedGradientError
+
+
+class GivenGradientApply(NamedTuple):
+    """A guarded optimizer step fed its gradients: ``placeholders`` by canonical variable
+    name (each the variable's shape and dtype), the ``op`` to run and the scalar bool
+    ``applied`` it is guarded by (``guarded_apply``)."""
+
+    placeholders: dict[str, tf.Tensor]
+    op: tf.Operation
+    applied: tf.Tensor
 
 
 def checked_gradients(loss: tf.Tensor, variables: dict[str, tf.Variable]) -> list[tf.Tensor]:

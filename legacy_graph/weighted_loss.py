@@ -61,7 +61,8 @@ class WeightedLoss:
         return float(loss), float(norm), float(ent), bool(applied)
 
     def apply(self, grads: dict[str, np.ndarray]) -> bool:
-        ops = self._ops
-        feed = {ops.grad_phs[n]: np.asarray(grads[n], self._np_dtype) for n in self._variables}
-        applied, _ = self._session.run([ops.apply_applied, ops.apply_op], feed)
+        step = self._ops.given_gradient_apply()
+        feed = {step.placeholders[n]: np.asarray(grads[n], self._np_dtype)
+                for n in self._variables}
+        applied, _ = self._session.run([step.applied, step.op], feed)
         return bool(applied)

@@ -273,6 +273,28 @@ def test_non_finite_gradients_are_not_applied(impl, dtype):
         fresh.close()
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_the_graph_twins_given_gradient_step_adds_no_variable_and_checkpoints(tmp_path, optimizer):
+    # The TF1 twin builds its step for given gradients on first use, after its variables
+    # were initialised and its Saver made: that step must add no variable, and a checkpoint
+    # written after it must carry the optimizer state a second step reads (Adam's moments
+    # and powers: a fresh agent restored from it takes the same second step).
+    config = CATEGORICAL.config("float64", optimizer=optimizer, learning_rate=0.01)
+    agent = agent_class("graph")(CATEGORICAL.spec, config, CATEGORICAL.weights)
+    fresh = agent_class("graph")(CATEGORICAL.spec, config, CATEGORICAL.weights)
+    try:
+        before = [v.name for v in agent.graph.get_collection("variables")]
+        assert agent.apply_gradients(dict(CATEGORICAL.grads)) is True
+        assert [v.name for v in agent.graph.get_collection("variables")] == before
+        fresh.restore(agent.save(str(tmp_path / "ckpt")))
+        assert agent.apply_gradients(dict(CATEGORICAL.grads)) is True
+        assert fresh.apply_gradients(dict(CATEGORICAL.grads)) is True
+        _assert_same_weights(fresh.get_weights(), agent.get_weights())
+    finally:
+        agent.close()
+        fresh.close()
+
+
 def _assert_same_weights(actual, expected, dtype=None):
     assert list(actual) == list(expected)
     for name in actual:
