@@ -23,16 +23,13 @@ import os
 
 import pytest
 
+from benchmarks.run_mode import benchmarks_enabled
+
 XLA_OPT_FLAG = "--xla_backend_optimization_level"
 TEST_LEVEL = f"{XLA_OPT_FLAG}=0"
 ADDED_MARK = "PGTWIN_TEST_ADDED_XLA_FLAG"
 """Set alongside the flag when this file added it, so that a benchmarking child process
 (``pgtwin bench`` run from a test) can tell the suite's addition from a user's choice."""
-
-
-def _benchmarks_enabled(config: pytest.Config) -> bool:
-    return bool(config.getoption("benchmark_enable", False)) or not config.getoption(
-        "benchmark_disable", True)
 
 
 def _without(flags: str, flag: str) -> str:
@@ -41,7 +38,7 @@ def _without(flags: str, flag: str) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
-    if _benchmarks_enabled(config):
+    if benchmarks_enabled(config):
         if os.environ.pop(ADDED_MARK, None):
             os.environ["XLA_FLAGS"] = _without(flags, TEST_LEVEL)
         return

@@ -28,6 +28,8 @@ from pgtwin_core.specs import PolicySpec, init_weights
 from pgtwin.parity.twin_parity import POLICY_KINDS, PolicyKind, fixed_batch
 from pgtwin.twins import agent_class
 
+from benchmarks.run_mode import benchmarks_enabled
+
 VARIANTS = ("graph", "eager", "function")
 """Always in this order; ``graph`` is the reference (ratio 1.00)."""
 
@@ -151,8 +153,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     ``tests/test_per_sample.py``, the episodic baselines to numpy on batches of 60-144 steps
     in ``tests/``). They are deselected, which pytest's summary counts, and run whenever
     benchmarks are (``--benchmark-enable``, as ``pgtwin bench`` runs them)."""
-    if config.getoption("benchmark_enable", False) or not config.getoption("benchmark_disable",
-                                                                          False):
+    if benchmarks_enabled(config):
         return
     here = os.path.dirname(__file__)
     largest: dict[tuple, int] = {}

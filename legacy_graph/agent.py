@@ -112,8 +112,8 @@ class ReinforceAgent:
     def given_gradient_apply(self) -> GivenGradientApply:
         """The placeholders and guarded optimizer step for gradients given as numpy (the
         numpy estimators, the natural step), built into the graph on first use: most agents
-        never apply a given gradient, and the second guarded step was a quarter of building
-        one. The optimizer's slots exist already (the train step made them), so this adds
+        never apply a given gradient (building time: docs/benchmarks.md section 8). The
+        optimizer's slots exist already (the train step made them), so this adds
         ops and no variable; a variable added here would be missing from the initialised
         state and the Saver, hence the check."""
         if self._given_apply is None:

@@ -33,6 +33,13 @@ def _train(capsys, *argv) -> tuple[int, dict | None, str]:
     return code, summary, err
 
 
+def _settings(*argv):
+    """The ``RunSettings`` ``pgtwin train argv`` would run with (nothing is trained)."""
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    return settings_from_args(parser.parse_args(["train", *argv]), parser)[0]
+
+
 def _events(tb_dir: str) -> dict[str, list[tuple[int, float]]]:
     """Scalars in the event files under ``tb_dir``: {tag: [(step, value)]}."""
     import tensorflow as tf
@@ -145,11 +152,7 @@ def test_resume_with_a_larger_budget_continues_the_same_run(tmp_path, capsys, im
     code, summary, err = _train(capsys, "--resume", "--logdir", logdir, "--steps", "512",
                                 "--json", "--no-progress")
     assert code == 0 and summary["updates"] == 4 and summary["env_steps"] == 512
-    parser = argparse.ArgumentParser()
-    add_parser(parser.add_subparsers())
-    resumed, _ = settings_from_args(parser.parse_args(["train", "--resume", "--logdir", logdir]),
-                                    parser)
-    assert resumed.config.jit_compile is False
+    assert _settings("--resume", "--logdir", logdir).config.jit_compile is False
     assert summary["resumed_from"] == os.path.join(logdir, "checkpoints", "update_00000002")
     assert "resuming" in err and "exactly (env state restored)" in err
     want, got = (load_weights(os.path.join(d, "weights.npz")) for d in (straight, logdir))
@@ -273,10 +276,7 @@ def test_resume_errors(tmp_path, capsys):
 ])
 def test_episodic_baselines_get_a_rollout_long_enough_for_whole_episodes(
         tmp_path, capsys, argv, num_envs, num_steps):
-    parser = argparse.ArgumentParser()
-    add_parser(parser.add_subparsers())
-    args = parser.parse_args(["train", "--env", "CartPole-v1", "--logdir", str(tmp_path), *argv])
-    settings, _ = settings_from_args(args, parser)
+    settings = _settings("--env", "CartPole-v1", "--logdir", str(tmp_path), *argv)
     assert (settings.config.num_envs, settings.config.num_steps) == (num_envs, num_steps)
 
 
