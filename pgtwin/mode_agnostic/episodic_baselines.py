@@ -325,6 +325,20 @@ def _step_score(a: tf.Tensor | None, d: tf.Tensor) -> tf.Tensor:
     return a[:, :, None] * d[:, None, :]
 
 
+def _weighted_sums(rows: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    """``[R, *shape]``: ``out[r] = sum_e rows[r, e] x[e]``, ``rows [R, E]`` (R >= 2), ``x
+    [E, *shape]``, as one matrix product over x's flattened elements.
+
+    Why a matrix product and not ``reduce_sum``: XLA's CPU code for a sum over the leading
+    axis reads each column with a stride (a reduce window of 32 rows, then a reduce), a third
+    of the loop's time; the product runs in the CPU's matrix kernel, which reads x once.
+    ``R >= 2`` keeps it one: XLA rewrites a product with one row into that same sum
+    (docs/benchmarks.md section 6)."""
+    flat = tf.reshape(x, tf.stack([tf.shape(x)[0], -1]))
+    out = tf.matmul(rows, flat)
+    return tf.reshape(out, tf.concat([tf.shape(rows)[:1], tf.shape(x)[1:]], 0))
+
+
 def _ascent_terms(psi: tf.Tensor, sq: tf.Tensor, a_l: tf.Tensor, total_num: tf.Tensor,
                   total_den: tf.Tensor, fallback: tf.Tensor) -> tf.Tensor:
     """``[E, *shape]``: ``psi (a_l - b)`` with ``b`` each episode's leave-one-out ratio
@@ -342,9 +356,10 @@ def _ascent_terms(psi: tf.Tensor, sq: tf.Tensor, a_l: tf.Tensor, total_num: tf.T
 def _time(spec, traced, ep, memory):
     """``optimal_time`` by one pass along the grid's time axis: at step l, ``psi_l = psi_{l-1}
     + g_l`` for every episode ``[E, P]`` (the numpy reference's order of additions), the
-    step's two sums over the episodes (two reductions, not one of a stacked
-    ``[E, 2, *shape]``: docs/benchmarks.md section 6), their leave-one-out ratios and the
-    ascent's terms (:func:`_ascent_terms`). Nothing of size ``[E, H, P]`` is formed
+    step's two sums over the episodes (``sum_e psi^2 a_l`` and ``sum_e psi^2``, one
+    :func:`_weighted_sums` with the rows ``[a_l; 1]``), their leave-one-out ratios and the
+    ascent's terms (:func:`_ascent_terms`, summed over the episodes by the same product: its
+    row of ones). Nothing of size ``[E, H, P]`` is formed
     (``tf.cumsum`` would, and XLA runs it as a reduce window of H terms per element); the
     plug-in baselines are formed after the loop from the stacked sums ``[H, P]``."""
     pieces = _per_step_pieces(spec, traced, ep.mask)
@@ -364,17 +379,19 @@ def _time(spec, traced, ep, memory):
     def body(l, psis, ascents, nums, dens):
         ar_l = ar_t[l]
         fallback = _safe_div(total_r[l, 0] - ar_l, count - 1.0)  # [E_b]
+        rows = tf.stack([ar_l, tf.ones_like(ar_l)])  # [2, E_b]
         out = ([], [], [], [])
         for k, (psi, asc) in enumerate(zip(psis, ascents)):
             a = None if steps_a[k] is None else steps_a[k][l]
             psi = psi + _step_score(a, steps_d[k][l])
             rank = psi.shape.rank
             sq = tf.square(psi)
-            a_l = _expand(ar_l, rank)
-            num, den = tf.reduce_sum(sq * a_l, axis=0), tf.reduce_sum(sq, axis=0)
-            terms = _ascent_terms(psi, sq, a_l, num + m_num[k][l], den + m_den[k][l],
-                                  _expand(fallback, rank))
-            for acc, x in zip(out, (psi, asc + tf.reduce_sum(terms, axis=0), num, den)):
+            sums = _weighted_sums(rows, sq)
+            num, den = sums[0], sums[1]
+            terms = _ascent_terms(psi, sq, _expand(ar_l, rank), num + m_num[k][l],
+                                  den + m_den[k][l], _expand(fallback, rank))
+            ascent_l = _weighted_sums(rows, terms)[1]
+            for acc, x in zip(out, (psi, asc + ascent_l, num, den)):
                 acc.append(x)
         written = [[ta.write(l, x) for ta, x in zip(tas, xs)]
                    for tas, xs in zip((nums, dens), out[2:])]
