@@ -358,8 +358,9 @@ def _time(spec, traced, ep, memory):
     + g_l`` for every episode ``[E, P]`` (the numpy reference's order of additions), the
     step's two sums over the episodes (``sum_e psi^2 a_l`` and ``sum_e psi^2``, one
     :func:`_weighted_sums` with the rows ``[a_l; 1]``), their leave-one-out ratios and the
-    ascent's terms (:func:`_ascent_terms`, summed over the episodes by the same product: its
-    row of ones). Nothing of size ``[E, H, P]`` is formed
+    ascent's terms (:func:`_ascent_terms`), added up per episode ``[E, P]`` along the loop and
+    over the episodes once after it (a sum over the episodes at every step was one more pass
+    over ``[E, P]`` a step). Nothing of size ``[E, H, P]`` is formed
     (``tf.cumsum`` would, and XLA runs it as a reduce window of H terms per element); the
     plug-in baselines are formed after the loop from the stacked sums ``[H, P]``."""
     pieces = _per_step_pieces(spec, traced, ep.mask)
@@ -390,8 +391,7 @@ def _time(spec, traced, ep, memory):
             num, den = sums[0], sums[1]
             terms = _ascent_terms(psi, sq, _expand(ar_l, rank), num + m_num[k][l],
                                   den + m_den[k][l], _expand(fallback, rank))
-            ascent_l = _weighted_sums(rows, terms)[1]
-            for acc, x in zip(out, (psi, asc + ascent_l, num, den)):
+            for acc, x in zip(out, (psi, asc + terms, num, den)):
                 acc.append(x)
         written = [[ta.write(l, x) for ta, x in zip(tas, xs)]
                    for tas, xs in zip((nums, dens), out[2:])]
@@ -402,10 +402,9 @@ def _time(spec, traced, ep, memory):
     zeros = [tf.zeros(tf.concat([[num_episodes], s], 0), ar.dtype) for s in shapes]
     arrays = [[tf.TensorArray(ar.dtype, size=horizon, element_shape=tf.TensorShape(s))
                for s in shapes] for _ in range(2)]
-    loop = tf.while_loop(lambda l, *_: l < horizon, body,
-                         (tf.constant(0), zeros, [tf.zeros(s, ar.dtype) for s in shapes],
-                          *arrays))
-    ascent = loop[2]
+    loop = tf.while_loop(lambda l, *_: l < horizon, body, (tf.constant(0), zeros, zeros, *arrays))
+    ones = tf.ones(tf.stack([2, num_episodes]), ar.dtype)
+    ascent = [_weighted_sums(ones, per_episode)[0] for per_episode in loop[2]]
     s_num, s_den = (_flat([ta.stack() for ta in tas], 1) for tas in loop[3:])  # [H, P]
     plug = _plug_in(s_num + memory.num, s_den + memory.den, total_r, count)
     used = tf.maximum(ep.horizon, memory.horizon)
