@@ -362,7 +362,10 @@ def _time(spec, traced, ep, memory):
     over the episodes once after it (a sum over the episodes at every step was one more pass
     over ``[E, P]`` a step). Nothing of size ``[E, H, P]`` is formed
     (``tf.cumsum`` would, and XLA runs it as a reduce window of H terms per element); the
-    plug-in baselines are formed after the loop from the stacked sums ``[H, P]``."""
+    plug-in baselines are formed after the loop from the stacked sums ``[H, P]``. Step l's
+    slices (the grid's column l, the memory's row l) are taken inside the loop, where XLA
+    reads them in place: split or transposed before it, they were copies of the grid's and
+    the memory's whole tensors."""
     pieces = _per_step_pieces(spec, traced, ep.mask)
     horizon = tf.shape(ep.mask)[1]
     memory = _padded_memory(memory, horizon)
@@ -370,27 +373,22 @@ def _time(spec, traced, ep, memory):
     count = memory.count + ep.num_episodes
     s_r = tf.reduce_sum(ar, axis=0)[:, None]  # [H, 1]
     total_r = s_r + memory.sum_r
-    m_num, m_den = _split(memory.num, spec, 1), _split(memory.den, spec, 1)
-    time_major = lambda x: None if x is None else tf.transpose(  # noqa: E731
-        x, [1, 0, *range(2, x.shape.rank)])
-    steps_a = [time_major(a) for a, _ in pieces]
-    steps_d = [time_major(d) for _, d in pieces]
-    ar_t = tf.transpose(ar)
 
     def body(l, psis, ascents, nums, dens):
-        ar_l = ar_t[l]
+        ar_l = ar[:, l]
         fallback = _safe_div(total_r[l, 0] - ar_l, count - 1.0)  # [E_b]
         rows = tf.stack([ar_l, tf.ones_like(ar_l)])  # [2, E_b]
+        m_num, m_den = _split(memory.num[l], spec, 0), _split(memory.den[l], spec, 0)
         out = ([], [], [], [])
         for k, (psi, asc) in enumerate(zip(psis, ascents)):
-            a = None if steps_a[k] is None else steps_a[k][l]
-            psi = psi + _step_score(a, steps_d[k][l])
+            a, d = pieces[k]
+            psi = psi + _step_score(None if a is None else a[:, l], d[:, l])
             rank = psi.shape.rank
             sq = tf.square(psi)
             sums = _weighted_sums(rows, sq)
             num, den = sums[0], sums[1]
-            terms = _ascent_terms(psi, sq, _expand(ar_l, rank), num + m_num[k][l],
-                                  den + m_den[k][l], _expand(fallback, rank))
+            terms = _ascent_terms(psi, sq, _expand(ar_l, rank), num + m_num[k],
+                                  den + m_den[k], _expand(fallback, rank))
             for acc, x in zip(out, (psi, asc + terms, num, den)):
                 acc.append(x)
         written = [[ta.write(l, x) for ta, x in zip(tas, xs)]
