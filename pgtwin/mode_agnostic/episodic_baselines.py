@@ -329,11 +329,11 @@ def _weighted_sums(rows: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
     """``[R, *shape]``: ``out[r] = sum_e rows[r, e] x[e]``, ``rows [R, E]`` (R >= 2), ``x
     [E, *shape]``, as one matrix product over x's flattened elements.
 
-    Why a matrix product and not ``reduce_sum``: XLA's CPU code for a sum over the leading
-    axis reads each column with a stride (a reduce window of 32 rows, then a reduce), a third
-    of the loop's time; the product runs in the CPU's matrix kernel, which reads x once.
-    ``R >= 2`` keeps it one: XLA rewrites a product with one row into that same sum
-    (docs/benchmarks.md section 6)."""
+    Why a matrix product and not ``reduce_sum``: XLA's CPU code for a sum over more than 32
+    leading rows is a reduce window and a reduce, which read each column with a stride and
+    need their operand written out first; the product runs in the CPU's matrix kernel, which
+    reads x once. ``R >= 2`` keeps it a product: XLA rewrites one with a single row into that
+    same sum (docs/benchmarks.md section 6 has the measurements)."""
     flat = tf.reshape(x, tf.stack([tf.shape(x)[0], -1]))
     out = tf.matmul(rows, flat)
     return tf.reshape(out, tf.concat([tf.shape(rows)[:1], tf.shape(x)[1:]], 0))
@@ -359,13 +359,13 @@ def _time(spec, traced, ep, memory):
     step's two sums over the episodes (``sum_e psi^2 a_l`` and ``sum_e psi^2``, one
     :func:`_weighted_sums` with the rows ``[a_l; 1]``), their leave-one-out ratios and the
     ascent's terms (:func:`_ascent_terms`), added up per episode ``[E, P]`` along the loop and
-    over the episodes once after it (a sum over the episodes at every step was one more pass
-    over ``[E, P]`` a step). Nothing of size ``[E, H, P]`` is formed
+    over the episodes once after it (a sum over the episodes at every step would be one more
+    pass over ``[E, P]`` a step). Nothing of size ``[E, H, P]`` is formed
     (``tf.cumsum`` would, and XLA runs it as a reduce window of H terms per element); the
     plug-in baselines are formed after the loop from the stacked sums ``[H, P]``. Step l's
     slices (the grid's column l, the memory's row l) are taken inside the loop, where XLA
-    reads them in place: split or transposed before it, they were copies of the grid's and
-    the memory's whole tensors."""
+    reads them in place; transposing or splitting those tensors before the loop would copy
+    them whole."""
     pieces = _per_step_pieces(spec, traced, ep.mask)
     horizon = tf.shape(ep.mask)[1]
     memory = _padded_memory(memory, horizon)
