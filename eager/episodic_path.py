@@ -20,8 +20,8 @@ from pgtwin_core.baselines.layout_path import LayoutPath
 
 from pgtwin.mode_agnostic.episodic_baselines import (MemoryTensors, assign_memory,
                                                      estimate_from_args, memory_from_list,
-                                                     memory_list, memory_variables,
-                                                     read_memory)
+                                                     memory_list, memory_rows,
+                                                     memory_variables, read_memory)
 
 from eager.gradient_step import guarded_apply
 from eager.per_sample import scored_deltas
@@ -62,7 +62,7 @@ class _Computation:
         self.variables, self.optimizer = agent.variables, agent.optimizer
         width = sum(int(np.prod(s, dtype=np.int64)) for s in spec.weight_shapes().values())
         memory = HeldMemory(config.baseline_memory, config.baseline, width, self._read,
-                            self._write)
+                            self._write, self._read_rows)
         self.memory_vars = MemoryVariables(memory, config.dtype)
         s = batch_signatures(spec, config.dtype)
         dt = config.dtype
@@ -95,6 +95,10 @@ class _Computation:
     # ------------------------------------------------------------- memory I/O
     def _read(self) -> dict[str, np.ndarray]:
         return {f: v.numpy() for f, v in self.memory_vars.vars.items()}
+
+    def _read_rows(self) -> tuple[int, int]:
+        shape, horizon = memory_rows(self.memory_vars.vars)
+        return int(shape.numpy()[0]), int(horizon.numpy())
 
     def _write(self, values: dict[str, np.ndarray]) -> None:
         for f, v in self.memory_vars.vars.items():

@@ -20,8 +20,8 @@ from pgtwin_core.baselines.layout_path import LayoutPath
 from pgtwin.mode_agnostic import distributions
 from pgtwin.mode_agnostic.episodic_baselines import (MemoryTensors, assign_memory,
                                                      estimate_from_args, memory_from_list,
-                                                     memory_list, memory_variables,
-                                                     read_memory)
+                                                     memory_list, memory_rows,
+                                                     memory_variables, read_memory)
 
 from legacy_graph.gradient_step import checked_gradients, guarded_apply
 from legacy_graph.per_sample import layer_deltas, xla_compiled
@@ -70,10 +70,11 @@ class _Computation:
         self.session = agent.session
         width = sum(int(np.prod(s, dtype=np.int64)) for s in spec.weight_shapes().values())
         memory = HeldMemory(config.baseline_memory, config.baseline, width, self._read,
-                            self._write)
+                            self._write, self._read_rows)
         dt = config.dtype
         with agent.graph.as_default():
             self.memory_vars = MemoryVariables(memory, dt)
+            rows = memory_rows(self.memory_vars.vars) if memory.kind == "time" else None
             with tf1.name_scope("episodic"):
                 feeds = [agent.obs_ph, agent.actions_ph,
                          tf1.placeholder(dt, [None, None], name="mask"),
@@ -102,6 +103,8 @@ class _Computation:
                 metrics = [loss, tf.linalg.global_norm(grads), entropy, applied, baseline]
             self._init = tf1.variables_initializer(list(self.memory_vars.vars.values()))
         self.session.run(self._init)
+        self._rows_call = (None if rows is None
+                           else direct_callable(self.session, list(rows), [], caller_thread=True))
         self._estimate_call = direct_callable(self.session, [loss, *grads], feeds)
         train = direct_callable(self.session, metrics, feeds, targets=targets)
         self.path = LayoutPath(config, spec, agent.dist_params, memory, list(self.variables),
@@ -111,6 +114,10 @@ class _Computation:
     # ------------------------------------------------------------- memory I/O
     def _read(self) -> dict[str, np.ndarray]:
         return self.session.run(self.memory_vars.vars)
+
+    def _read_rows(self) -> tuple[int, int]:
+        shape, horizon = self._rows_call()
+        return int(shape[0]), int(horizon)
 
     def _write(self, values: dict[str, np.ndarray]) -> None:
         mv = self.memory_vars

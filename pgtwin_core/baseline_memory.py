@@ -182,15 +182,18 @@ class HeldMemory:
       width: P, the weights' elements.
       read: ``() -> {num, den, sum_r, count[, horizon]}``, the variables' numpy values.
       write: ``({num, den, sum_r, count[, horizon]}) -> None``, assigns them.
+      read_rows: ``() -> (rows of num, horizon)`` for ``optimal_time``, read without the
+        sums: every update asks (:meth:`held_rows`), and ``read`` copies the ``[H, P]`` sums
+        out of TensorFlow. None: taken from ``read``.
     """
 
     in_agent_checkpoint = True
     """Saved with the agent's own checkpoint (no ``baseline_memory.npz`` needed)."""
 
-    def __init__(self, decay: float, baseline: str, width: int, read, write):
+    def __init__(self, decay: float, baseline: str, width: int, read, write, read_rows=None):
         self.decay = check_decay(decay)
         self.kind, self.width = MEMORY_KINDS[baseline], int(width)
-        self._read, self._write = read, write
+        self._read, self._write, self._read_rows = read, write, read_rows
 
     def _values(self) -> dict[str, np.ndarray]:
         values = {k: np.array(v, np.float64) for k, v in self._read().items()}
@@ -219,6 +222,9 @@ class HeldMemory:
         for the other kinds. Rows past ``horizon`` are padding (:meth:`widen`)."""
         if self.kind != "time":
             return 0, 0
+        if self._read_rows is not None:
+            rows, horizon = self._read_rows()
+            return int(rows), int(horizon)
         values = self._read()
         return int(np.shape(values["num"])[0]), int(values["horizon"])
 

@@ -302,6 +302,30 @@ def held_memory(store: dict):
 
 
 @pytest.mark.parametrize("impl", ("graph", "eager"))
+def test_the_twins_read_the_rows_as_the_full_values_give_them(impl):
+    """``held_rows`` reads ``optimal_time``'s rows and horizon without the sums (the twins'
+    ``read_rows``): the same pair as a ``HeldMemory`` over the twin's full ``read`` gives,
+    empty and after each update (the first widens an empty memory, the second a narrower
+    one)."""
+    spec = KINDS["categorical_mlp"]
+    config = ReinforceConfig(dtype="float64", baseline="optimal_time", baseline_memory=0.7,
+                             optimizer="sgd", num_envs=3, num_steps=20)
+    agent = agent_class(impl)(spec, config, weights=random_weights(spec, seed=1))
+    memory = agent.update_path.memory
+    from_values = HeldMemory(0.7, "optimal_time", memory.width, memory._read,  # noqa: SLF001
+                             memory._write)  # noqa: SLF001
+    seen = [memory.held_rows()]
+    for seed in (22, 21):
+        assert memory.held_rows() == from_values.held_rows()
+        assert agent.update(episodic_batch(spec, 20, 3, seed=seed).batch)["applied"]
+        seen.append(memory.held_rows())
+    assert memory.held_rows() == from_values.held_rows()
+    agent.close()
+    # Empty: no row; then the grids' widths (8, then 16 cells) with the longest episode.
+    assert seen[0] == (0, 0) and 0 < seen[1][1] <= seen[1][0] < seen[2][0], seen
+
+
+@pytest.mark.parametrize("impl", ("graph", "eager"))
 def test_a_memory_at_the_grid_width_updates_as_the_narrower_one(impl, monkeypatch):
     """Three ``optimal_time`` updates with the memory widened to the grid (the path's own)
     and with ``widen`` switched off (the memory as the computation wrote it, continued

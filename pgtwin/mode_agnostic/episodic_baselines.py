@@ -102,6 +102,15 @@ def read_memory(variables: dict[str, tf.Variable]) -> MemoryTensors:
                          else None)
 
 
+def memory_rows(variables: dict[str, tf.Variable]) -> tuple[tf.Tensor, tf.Tensor]:
+    """``optimal_time``'s ``(shape of num, horizon)`` (int32 ``[2]`` and ``[]``), read without
+    the sums (``HeldMemory``'s ``read_rows``; ``tf.shape`` of a variable reads its value):
+    values eagerly, tensors to run in a graph. Index the shape in numpy: an eager
+    ``__getitem__`` costs more than the read."""
+    return (tf.raw_ops.VariableShape(input=variables["num"].handle),
+            variables["horizon"].read_value())
+
+
 def assign_memory(variables: dict[str, tf.Variable], new: MemoryTensors) -> tf.Operation:
     """Assign :class:`MemoryTensors` to the memory variables."""
     values = dict(zip(MEMORY_FIELDS, (new.num, new.den, new.sum_r, new.count)))
