@@ -16,6 +16,13 @@ levels when this was introduced. To run it on users' code:
 already sets the level is left as it is). Runs with ``--benchmark-enable`` (and so
 ``pgtwin bench``) time the default code: there the flag is never added, and a copy
 inherited from a test run is removed.
+
+**TensorFlow's BFC CPU allocator in runs with ``--benchmark-enable``**, as the ``pgtwin``
+command line sets it (``pgtwin/mode_agnostic/cpu_allocator.py``), so that timing runs measure what a
+``pgtwin train`` process pays (``TF_CPU_ALLOCATOR_USE_BFC=false`` in the environment times
+glibc's malloc instead). The tests keep the library's default, what a user's own process
+has; a test that calls the command line's ``main`` in-process leaves the variable as it
+found it.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ import os
 import pytest
 
 from benchmarks.run_mode import benchmarks_enabled
+from pgtwin.mode_agnostic.cpu_allocator import ALLOCATOR_VARIABLE, use_reusing_allocator
 
 XLA_OPT_FLAG = "--xla_backend_optimization_level"
 TEST_LEVEL = f"{XLA_OPT_FLAG}=0"
@@ -39,9 +47,22 @@ def _without(flags: str, flag: str) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if benchmarks_enabled(config):
+        use_reusing_allocator()
         if os.environ.pop(ADDED_MARK, None):
             os.environ["XLA_FLAGS"] = _without(flags, TEST_LEVEL)
         return
     if XLA_OPT_FLAG not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {TEST_LEVEL}".strip()
         os.environ[ADDED_MARK] = "1"
+
+
+@pytest.fixture(autouse=True)
+def _allocator_choice_stays_in_its_test(monkeypatch):
+    """Restores ``TF_CPU_ALLOCATOR_USE_BFC`` after each test: the command line's ``main``,
+    called in-process, sets it for its own process's sake, and the subprocesses of later
+    tests must not inherit that."""
+    value = os.environ.get(ALLOCATOR_VARIABLE)
+    if value is None:
+        monkeypatch.delenv(ALLOCATOR_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(ALLOCATOR_VARIABLE, value)

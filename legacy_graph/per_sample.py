@@ -24,6 +24,7 @@ from pgtwin_core import policy_inputs, row_buckets
 from pgtwin_core.specs import PolicySpec
 
 from pgtwin.mode_agnostic import distributions
+from pgtwin.mode_agnostic.cpu_allocator import warn_on_fresh_pages
 from pgtwin.mode_agnostic.per_sample import (LayerDeltas, check_method, delta_targets,
                                              deltas_from_gradients, ghost_sq_norms,
                                              gradients_from_deltas, read_weights, sum_log_prob,
@@ -171,7 +172,9 @@ class PerSampleGradients:
             rows = [fn(obs[i:i + 1], actions[i:i + 1]) for i in range(n)]
             return {name: np.stack([r[k] for r in rows]) for k, name in enumerate(names)}
         # [:n] drops the bucket's padding (a view, no copy).
-        return {name: g[:n] for name, g in zip(names, self._call(method, obs, actions))}
+        full = dict(zip(names, self._call(method, obs, actions)))
+        warn_on_fresh_pages(full, stacklevel=4)
+        return {name: g[:n] for name, g in full.items()}
 
     def sq_norms(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """``[B]``: ``||grad log pi(a_i|s_i)||^2`` over all weights (ghost norms for an MLP)."""

@@ -217,6 +217,9 @@ def machine_info() -> dict[str, Any]:
         "gymnasium": _version("gymnasium"),
         "pytest-benchmark": _version("pytest-benchmark"),
         "platform": platform.platform(),
+        # The child pytest's CPU allocator (pgtwin.cli.entry.use_reusing_allocator): large
+        # per-sample arrays cost 4-5x more under glibc's malloc than under BFC.
+        "tf_cpu_allocator_use_bfc": os.environ.get("TF_CPU_ALLOCATOR_USE_BFC"),
     }
 
 
@@ -252,8 +255,11 @@ def machine_line(machine: dict[str, Any]) -> str:
     """One line saying where the figures were taken."""
     load = machine.get("load_average")
     load_text = f", load {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f} (1/5/15 min)" if load else ""
+    bfc = machine.get("tf_cpu_allocator_use_bfc")
+    allocator = "" if bfc is None else f"; TF_CPU_ALLOCATOR_USE_BFC={bfc}"
     return (f"{machine['cpu']}, {machine['cores']} cores{load_text}; TensorFlow "
-            f"{machine['tensorflow']}, numpy {machine['numpy']}, Python {machine['python']}")
+            f"{machine['tensorflow']}, numpy {machine['numpy']}, Python {machine['python']}"
+            f"{allocator}")
 
 
 def tables(figs: list[Figure], markdown: bool = False) -> str:
