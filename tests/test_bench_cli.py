@@ -89,6 +89,16 @@ def test_machine_info_names_cpu_cores_and_versions():
     assert f"{os.cpu_count()} cores" in line and f"numpy {np.__version__}" in line
 
 
+@pytest.mark.parametrize("value", ["true", "false"])
+def test_the_machine_record_names_the_cpu_allocator(value, monkeypatch):
+    # Large per-sample arrays cost 4-5x more under malloc than under BFC (docs/benchmarks.md
+    # section 3), so a figure is read with the allocator it was taken under.
+    monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", value)
+    info = bench.machine_info()
+    assert info["tf_cpu_allocator_use_bfc"] == value
+    assert bench.machine_line(info).endswith(f"; TF_CPU_ALLOCATOR_USE_BFC={value}")
+
+
 def test_plot_rejects_a_file_that_is_not_png(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["bench", "--quick", "--plot", "ratios.svg"])
