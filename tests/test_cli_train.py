@@ -65,6 +65,9 @@ def test_a_tiny_cartpole_run_writes_every_artifact(tmp_path, capsys, impl):
     assert (summary["env"], summary["impl"], summary["seed"]) == ("CartPole-v1", impl, 1)
     assert summary["solved"] is False and summary["solved_at_env_steps"] is None
     assert summary["solved_at_wall_s"] is None and summary["wall_s"] > 0
+    # The first iteration is one update's 4 x 16 env steps, and part of the loop's time.
+    assert summary["first_iteration_env_steps"] == 64
+    assert 0 < summary["first_iteration_s"] <= summary["wall_s"]
 
     episodes = read_episodes(os.path.join(logdir, "episodes.csv"))
     assert episodes["episode"].tolist() == list(range(len(episodes["episode"])))
@@ -148,10 +151,15 @@ def test_resume_with_a_larger_budget_continues_the_same_run(tmp_path, capsys, im
               "--num-steps", "64", "--hidden", "8", "--json", "--no-progress"]
     straight, logdir = str(tmp_path / "straight"), str(tmp_path / "run")
     assert _train(capsys, *common, "--no-xla", "--steps", "512", "--logdir", straight)[0] == 0
-    assert _train(capsys, *common, "--no-xla", "--steps", "256", "--logdir", logdir)[0] == 0
+    code, first, _ = _train(capsys, *common, "--no-xla", "--steps", "256", "--logdir", logdir)
+    assert code == 0
     code, summary, err = _train(capsys, "--resume", "--logdir", logdir, "--steps", "512",
                                 "--json", "--no-progress")
     assert code == 0 and summary["updates"] == 4 and summary["env_steps"] == 512
+    # The run's first iteration (2 envs x 64 steps) is the first segment's, kept in the
+    # checkpoint, not the resumed segment's.
+    assert summary["first_iteration_env_steps"] == first["first_iteration_env_steps"] == 128
+    assert summary["first_iteration_s"] == first["first_iteration_s"]
     assert _settings("--resume", "--logdir", logdir).config.jit_compile is False
     assert summary["resumed_from"] == os.path.join(logdir, "checkpoints", "update_00000002")
     assert "resuming" in err and "exactly (env state restored)" in err

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from pgtwin.cli import main
+from pgtwin.cli.commands.demo import timing_lines
+from pgtwin.train.run import RunResult
 from pgtwin.train.settings import defaults_for
 from pgtwin.train.episode_log import read_episodes
 
@@ -28,6 +30,7 @@ def test_demo_runs_both_twins_and_their_runs_coincide(tmp_path, capsys):
     summary = json.loads(out.strip().splitlines()[-1])
     assert code == 0 and summary["parity_ok"] is True
     assert "parity OK" in err and "gradients" in err and "graph / eager env-steps per second" in err
+    assert "after the first iteration" in err and "first iteration" in err
     for impl in ("graph", "eager"):
         assert summary["runs"][impl]["updates"] == 3 and summary["runs"][impl]["env_steps"] == steps
     graph = read_episodes(os.path.join(logdir, "graph", "episodes.csv"))
@@ -69,3 +72,30 @@ def test_overwrite_removes_the_earlier_runs(tmp_path):
     _earlier_demo(logdir)
     prepare_demo_logdir(logdir, overwrite=True)
     assert sorted(os.listdir(logdir)) == []
+
+
+def _result(impl: str, env_steps: int, wall_s: float, first_s: float | None,
+            first_steps: int | None) -> RunResult:
+    return RunResult(env="CartPole-v1", impl=impl, seed=0, env_steps=env_steps, updates=8,
+                     wall_s=wall_s, final_mean_return=None, solved=False,
+                     solved_at_env_steps=None, solved_at_wall_s=None, threshold=500.0,
+                     logdir="x", first_iteration_s=first_s, first_iteration_env_steps=first_steps)
+
+
+def test_timing_separates_the_first_iteration_from_the_rate_after_it():
+    # graph: 131,072 steps in 1.0 s, the first 16,384 in 0.1 s: after it 114,688 / 0.9 s =
+    # 127,431 steps/s. eager: 2.0 s, its first iteration 1.2 s: 114,688 / 0.8 s = 143,360.
+    # Over the run 131,072 / 131,072 * 2 = 2.00; after the first iteration 127,431 / 143,360 = 0.89.
+    lines = timing_lines({"graph": _result("graph", 131072, 1.0, 0.1, 16384),
+                          "eager": _result("eager", 131072, 2.0, 1.2, 16384)})
+    assert "first iteration 0.10 s (tracing, XLA compiles), then   127431 steps/s" in lines[1]
+    assert "first iteration 1.20 s (tracing, XLA compiles), then   143360 steps/s" in lines[3]
+    assert lines[-1] == ("graph / eager env-steps per second: 2.00 over the run, 0.89 after "
+                         "the first iteration")
+
+
+def test_timing_of_a_run_of_one_iteration_has_no_rate_after_it():
+    lines = timing_lines({"graph": _result("graph", 16384, 0.5, 0.5, 16384),
+                          "eager": _result("eager", 16384, 1.0, 1.0, 16384)})
+    assert len(lines) == 3 and "first iteration" not in " ".join(lines)
+    assert lines[-1] == "graph / eager env-steps per second: 2.00"

@@ -76,6 +76,19 @@ class RunResult:
     skipped_by_reason: dict[str, int] = dataclasses.field(default_factory=dict)
     """``skipped_updates`` by ``pgtwin_core.loop.SKIP_REASONS`` (``non_finite``,
     ``no_complete_episode``); reasons that never happened are absent."""
+    first_iteration_s: float | None = None
+    """Training-loop seconds of the run's first iteration, its tracing and XLA compiles
+    included (``Progress.first_iteration_s``); None when no iteration ran."""
+    first_iteration_env_steps: int | None = None
+
+    def steady_env_steps_per_s(self) -> float | None:
+        """Env steps per second after the first iteration, what a longer run approaches;
+        None when the run had no second iteration."""
+        if self.first_iteration_s is None or self.first_iteration_env_steps is None:
+            return None
+        seconds = self.wall_s - self.first_iteration_s
+        steps = self.env_steps - self.first_iteration_env_steps
+        return steps / seconds if steps > 0 and seconds > 0 else None
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` object."""
@@ -94,7 +107,10 @@ class RunResult:
             solved_at_wall_s=None if p.solved_at_wall_s is None else round(p.solved_at_wall_s, 4),
             threshold=threshold, logdir=s.logdir, resumed_from=resumed_from,
             resume_exact=resume_exact, skipped_updates=p.skipped_updates,
-            skipped_by_reason=dict(p.skipped_by_reason))
+            skipped_by_reason=dict(p.skipped_by_reason),
+            first_iteration_s=(None if p.first_iteration_s is None
+                               else round(p.first_iteration_s, 4)),
+            first_iteration_env_steps=p.first_iteration_env_steps)
 
 
 def run_paths(logdir: str) -> dict[str, str]:
@@ -392,6 +408,8 @@ class _Run:
         with writing(self.paths["episodes"]):
             self.log.append(rows)
         self.recent.extend(batch.episode_returns.tolist())
+        if p.first_iteration_s is None:
+            p.first_iteration_s, p.first_iteration_env_steps = wall, batch.env_steps
         p.update, p.env_steps, p.wall_s, p.episodes = it.update, batch.env_steps, wall, self.log.count
         if p.count(it.skipped):
             self.say(first_skip_message(it.skipped, it.update, it.metrics, it.batch.num_steps,

@@ -54,6 +54,11 @@ class Progress:
     env_steps: int = 0
     wall_s: float = 0.0
     """Training-loop seconds so far, over every resumed segment."""
+    first_iteration_s: float | None = None
+    """Training-loop seconds of the run's first iteration (rollout and update): the twins
+    trace their functions and XLA compiles them there, so a short run's rate is mostly it."""
+    first_iteration_env_steps: int | None = None
+    """Env steps of that first iteration."""
     episodes: int = 0
     """Finished episodes logged (rows in the episode CSV)."""
     recent_returns: list[float] = field(default_factory=list)
