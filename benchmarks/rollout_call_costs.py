@@ -80,6 +80,9 @@ def rollout_steps(agents: dict, rounds: int) -> dict[str, dict[str, float]]:
 
 
 if __name__ == "__main__":
+    # As the pgtwin command line does, before TensorFlow's first op (conftest.py).
+    from pgtwin.mode_agnostic.cpu_allocator import use_reusing_allocator
+    use_reusing_allocator()
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
     agents = {v: agent_for(v, KIND) for v in VARIANTS}
     calls = tight_loop(agents, rounds=15)

@@ -93,4 +93,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    # As the pgtwin command line does, before TensorFlow's first op (conftest.py).
+    from pgtwin.mode_agnostic.cpu_allocator import use_reusing_allocator
+    use_reusing_allocator()
     main()
