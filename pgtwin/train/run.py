@@ -80,6 +80,7 @@ class RunResult:
     """Training-loop seconds of the run's first iteration, its tracing and XLA compiles
     included (``Progress.first_iteration_s``); None when no iteration ran."""
     first_iteration_env_steps: int | None = None
+    """Env steps of that first iteration (N x T)."""
 
     def steady_env_steps_per_s(self) -> float | None:
         """Env steps per second after the first iteration, what a longer run approaches;
@@ -408,7 +409,7 @@ class _Run:
         with writing(self.paths["episodes"]):
             self.log.append(rows)
         self.recent.extend(batch.episode_returns.tolist())
-        if p.first_iteration_s is None:
+        if it.update == 1:  # not a resumed segment's first (an older checkpoint has none)
             p.first_iteration_s, p.first_iteration_env_steps = wall, batch.env_steps
         p.update, p.env_steps, p.wall_s, p.episodes = it.update, batch.env_steps, wall, self.log.count
         if p.count(it.skipped):
