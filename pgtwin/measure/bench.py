@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
+from pgtwin.mode_agnostic.cpu_allocator import ALLOCATOR_VARIABLE
+
 QUICK_OPTIONS = ("--benchmark-min-rounds=3", "--benchmark-max-time=0.1",
                  "--benchmark-warmup=off")
 """A few rounds per figure: rougher figures, but not a quick run. Every case still builds
@@ -217,9 +219,9 @@ def machine_info() -> dict[str, Any]:
         "gymnasium": _version("gymnasium"),
         "pytest-benchmark": _version("pytest-benchmark"),
         "platform": platform.platform(),
-        # The child pytest's CPU allocator (pgtwin.cli.entry.use_reusing_allocator): large
+        # The child pytest's CPU allocator (pgtwin.mode_agnostic.cpu_allocator): large
         # per-sample arrays cost 4-5x more under glibc's malloc than under BFC.
-        "tf_cpu_allocator_use_bfc": os.environ.get("TF_CPU_ALLOCATOR_USE_BFC"),
+        "tf_cpu_allocator_use_bfc": os.environ.get(ALLOCATOR_VARIABLE),
     }
 
 
@@ -256,7 +258,7 @@ def machine_line(machine: dict[str, Any]) -> str:
     load = machine.get("load_average")
     load_text = f", load {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f} (1/5/15 min)" if load else ""
     bfc = machine.get("tf_cpu_allocator_use_bfc")
-    allocator = "" if bfc is None else f"; TF_CPU_ALLOCATOR_USE_BFC={bfc}"
+    allocator = "" if bfc is None else f"; {ALLOCATOR_VARIABLE}={bfc}"
     return (f"{machine['cpu']}, {machine['cores']} cores{load_text}; TensorFlow "
             f"{machine['tensorflow']}, numpy {machine['numpy']}, Python {machine['python']}"
             f"{allocator}")
