@@ -8,8 +8,11 @@ malloc, so a per-sample gradient that large is mapped again on every call, and t
 faults in and zeroes it one 4 KiB page at a time, which takes longer than computing it
 (docs/benchmarks.md, section 3). TensorFlow's BFC allocator (``TF_CPU_ALLOCATOR_USE_BFC=true``,
 read when the process creates its CPU device, i.e. before its first op) keeps freed regions
-and reuses them. The ``pgtwin`` command line turns it on; a library user's process is theirs
-to configure, so the per-sample methods only say so, once.
+and reuses them. So does the allocator TensorFlow uses instead of malloc where oneDNN is on
+(``TF_ENABLE_ONEDNN_OPTS``; TensorFlow's default on x86 CPUs with AVX-512 VNNI or AMX, such
+as recent Xeons): it is built on BFC, and such a process never paid the cost. The ``pgtwin``
+command line turns BFC on; a library user's process is theirs to configure, so the
+per-sample methods only say so, once.
 
 TensorFlow is imported only where it is used, so the command line can set the variable before
 anything imports it.
@@ -48,9 +51,9 @@ def use_reusing_allocator() -> None:
 @functools.cache
 def remaps_large_buffers() -> bool:
     """Whether this process's CPU tensors come from glibc's malloc without TensorFlow's BFC
-    allocator. BFC is the one CPU allocator that keeps statistics, so
-    ``get_memory_info('CPU:0')`` answers only under it (``ValueError`` otherwise). Other C
-    libraries are not judged: False."""
+    allocator. BFC is the one CPU allocator that keeps statistics (oneDNN's, which TensorFlow
+    uses where oneDNN is on, is built on it), so ``get_memory_info('CPU:0')`` answers only
+    under it (``ValueError`` otherwise). Other C libraries are not judged: False."""
     if platform.libc_ver()[0] != "glibc":
         return False
     import tensorflow as tf
