@@ -3,12 +3,12 @@
 
 The math is ``pgtwin.mode_agnostic.episodic_baselines`` on the grid of
 ``pgtwin_core.baselines.episode_layout``; this twin's own part is how it runs: a ``GradientTape``
-around the forward pass over the grid's cells, the estimate as ``tf.function(jit_compile=True)``
-(compiled once per grid shape; the shapes are bucketed), and an outer ``tf.function`` (one
-trace: every dimension dynamic) that reads the memory variables, runs the estimate, applies
-the step (``guarded_apply``) and assigns the new memory when it was applied. The memory
-variables (``MemoryVariables``) are the agent's: its ``tf.train.Checkpoint`` saves them
-(``LayoutPath.checkpointed``).
+around the forward pass over the grid's cells, the estimate and the guarded optimizer step
+(``guarded_apply``) as one ``tf.function(jit_compile=True)`` (compiled once per grid shape;
+the shapes are bucketed), and an outer ``tf.function`` (one trace: every dimension dynamic)
+that reads the memory variables, runs that computation, and assigns the new memory when the
+step was applied. The memory variables (``MemoryVariables``) are the agent's: its
+``tf.train.Checkpoint`` saves them (``LayoutPath.checkpointed``).
 """
 from __future__ import annotations
 
@@ -72,9 +72,12 @@ class _Computation:
                scalar, scalar, scalar, tf.TensorSpec([], tf.int32)]
         self.estimate_fn = tf.function(self._estimate, autograph=False,
                                        jit_compile=config.jit_compile)
-        # The optimizer step XLA-compiled too (it fuses Keras Adam's small ops); the memory's
-        # assignment stays outside XLA (optimal_time's sums change their number of rows).
-        self.apply_fn = tf.function(self._apply, autograph=False, jit_compile=config.jit_compile)
+        # The update's estimate and optimizer step as one XLA computation: one launch an
+        # update, which measured 0.2 ms (optimal_scalar_episodic) to 0.7 ms (optimal_time)
+        # faster at B = 2048 than the two launches it replaced (docs/benchmarks.md section 6).
+        # The memory's assignment stays outside XLA (optimal_time's sums change their number
+        # of rows).
+        self.step_fn = tf.function(self._step, autograph=False, jit_compile=config.jit_compile)
         self.train_fn = tf.function(self._train, input_signature=sig, autograph=False)
         self.grads_fn = tf.function(self._grads, input_signature=sig, autograph=False)
         calls = {}
@@ -128,18 +131,22 @@ class _Computation:
         loss, grads, _, _, _, _ = self.estimate_fn(*args, *self._memory_args())
         return [loss, *grads]
 
+    def _step(self, *args):
+        """The estimate, then the guarded optimizer step: ``(loss, norm of the unclipped
+        gradient, entropy, applied, baseline, new memory..., finite)`` (XLA-compiled)."""
+        loss, grads, entropy, baseline, new, finite = self._estimate(*args)
+        applied = guarded_apply(self.optimizer, self.variables, grads, loss,
+                                self.config.max_grad_norm)
+        return loss, tf.linalg.global_norm(grads), entropy, applied, baseline, new, finite
+
     def _train(self, *args):
-        loss, grads, entropy, baseline, new, finite = self.estimate_fn(*args, *self._memory_args())
-        applied = self.apply_fn(grads, loss)
+        loss, norm, entropy, applied, baseline, new, finite = self.step_fn(
+            *args, *self._memory_args())
         if self.config.baseline_memory > 0:  # decay 0 keeps nothing: the memory stays empty
             new = memory_from_list(new)
             tf.cond(tf.logical_and(applied, finite),
                     lambda: self._assigned(new), lambda: tf.constant(False))
-        return loss, tf.linalg.global_norm(grads), entropy, applied, baseline
-
-    def _apply(self, grads, loss):
-        return guarded_apply(self.optimizer, self.variables, grads, loss,
-                             self.config.max_grad_norm)
+        return loss, norm, entropy, applied, baseline
 
     def _assigned(self, new: MemoryTensors) -> tf.Tensor:
         with tf.control_dependencies([self.memory_vars.assign(new)]):
