@@ -73,10 +73,9 @@ class _Computation:
         self.estimate_fn = tf.function(self._estimate, autograph=False,
                                        jit_compile=config.jit_compile)
         # The update's estimate and optimizer step as one XLA computation: one launch an
-        # update, which measured 0.2 ms (optimal_scalar_episodic) to 0.7 ms (optimal_time)
-        # faster at B = 2048 than the two launches it replaced (docs/benchmarks.md section 6).
-        # The memory's assignment stays outside XLA (optimal_time's sums change their number
-        # of rows).
+        # update instead of two, and the gradient's norm inside it (docs/benchmarks.md
+        # section 6 measures the difference). The memory's assignment stays outside XLA
+        # (optimal_time's sums change their number of rows).
         self.step_fn = tf.function(self._step, autograph=False, jit_compile=config.jit_compile)
         self.train_fn = tf.function(self._train, input_signature=sig, autograph=False)
         self.grads_fn = tf.function(self._grads, input_signature=sig, autograph=False)
