@@ -89,14 +89,16 @@ def test_malloc_maps_the_buffer_again_each_call_and_bfc_reuses_it(twin):
     # malloc: at least the buffer's 8,192 pages a call (2 MiB pages: at least 16).
     least = _least_faults()
     assert default["faults"] >= least, default
-    assert bfc["faults"] < least / 10, bfc
+    assert bfc["faults"] < least / 2, bfc
     # What the warning goes by agrees with what the kernel counted.
     assert default["remaps"] is True and bfc["remaps"] is False
 
 
 def _least_faults() -> int:
     """Page faults a call of a buffer mapped afresh takes at least: 8,192 pages of 4 KiB, or
-    16 of 2 MiB where transparent huge pages are always on."""
+    16 of 2 MiB where transparent huge pages are always on (RHEL's default). A call whose
+    buffer is reused takes fewer than half that: the script's other allocations measured
+    6.4-6.5 faults a call (4 KiB pages, BFC or oneDNN's allocator)."""
     return 16 if _huge_pages_always() else PAGES_PER_BUFFER
 
 
@@ -106,7 +108,7 @@ def test_the_warning_agrees_with_this_machines_default_allocator():
     # No variable set: malloc, or oneDNN's allocator where TensorFlow turns oneDNN on.
     own = _run_faults("graph", None, onednn=None)
     least = _least_faults()
-    assert (own["faults"] >= least) if own["remaps"] else (own["faults"] < least / 10), own
+    assert (own["faults"] >= least) if own["remaps"] else (own["faults"] < least / 2), own
 
 
 def test_the_message_gives_the_array_then_the_cause_then_the_fix():
