@@ -35,6 +35,8 @@ import tensorflow as tf
 
 from pgtwin_core.specs import PolicySpec
 
+from pgtwin.mode_agnostic.grouped_terms import GROUP, grouped_ascent_terms, pad_episodes
+from pgtwin.mode_agnostic.grouped_terms import expand_to_rank as _expand
 from pgtwin.mode_agnostic.loss import reinforce_loss
 from pgtwin.mode_agnostic.per_sample import LayerDeltas, weighted_gradient
 
@@ -139,11 +141,6 @@ def _safe_div(x: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
     """``x / count`` if ``count > 0``, else zeros (a lone episode and no memory)."""
     return tf.where(count > 0, x / tf.where(count > 0, count, tf.ones_like(count)),
                     tf.zeros_like(x))
-
-
-def _expand(x: tf.Tensor, rank: int) -> tf.Tensor:
-    """``x`` with trailing unit axes up to ``rank``."""
-    return tf.reshape(x, tf.concat([tf.shape(x), tf.ones([rank - x.shape.rank], tf.int32)], 0))
 
 
 def _cells(x: tf.Tensor, grid: tf.Tensor) -> tf.Tensor:
@@ -348,56 +345,43 @@ def _weighted_sums(rows: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
     return tf.reshape(out, tf.concat([tf.shape(rows)[:1], tf.shape(x)[1:]], 0))
 
 
-def _ascent_terms(psi: tf.Tensor, sq: tf.Tensor, a_l: tf.Tensor, total_num: tf.Tensor,
-                  total_den: tf.Tensor, fallback: tf.Tensor) -> tf.Tensor:
-    """``[E, *shape]``: ``psi (a_l - b)`` with ``b`` each episode's leave-one-out ratio
-    ``(N - psi^2 a_l) / (D - psi^2)`` (``N``, ``D`` the step's totals with the memory's), or
-    ``fallback`` where no other episode's psi is nonzero. Written as
-    ``psi (a_l D - N) / (D - psi^2)``: the same value (``a_l (D - q) - (N - q a_l)`` over
-    ``D - q``, ``q = psi^2``) in fewer operations a cell (docs/benchmarks.md section 6)."""
-    others = total_den[None] - sq
-    positive = others > 0
-    ratio = (a_l * total_den[None] - total_num[None]) / tf.where(positive, others,
-                                                                 tf.ones_like(others))
-    return psi * tf.where(positive, ratio, a_l - fallback)
-
-
 def _time(spec, traced, ep, memory):
     """``optimal_time`` by one pass along the grid's time axis: at step l, ``psi_l = psi_{l-1}
     + g_l`` for every episode ``[E, P]`` (the numpy reference's order of additions), the
     step's two sums over the episodes (``sum_e psi^2 a_l`` and ``sum_e psi^2``, one
-    :func:`_weighted_sums` with the rows ``[a_l; 1]``), their leave-one-out ratios and the
-    ascent's terms (:func:`_ascent_terms`), added up per episode ``[E, P]`` along the loop and
-    over the episodes once after it (a sum over the episodes at every step would be one more
-    pass over ``[E, P]`` a step). Nothing of size ``[E, H, P]`` is formed
+    :func:`_weighted_sums` with the rows ``[a_l; 1]``), and the ascent's terms with their
+    leave-one-out ratios, added up per group of ``GROUP`` episodes with one division a group
+    (``grouped_terms``; E padded with zero episodes to a multiple of GROUP) into a carry
+    ``[E / GROUP, P]``, summed over the groups once after the loop (a sum over the episodes
+    at every step would be one more pass a step). Nothing of size ``[E, H, P]`` is formed
     (``tf.cumsum`` would, and XLA runs it as a reduce window of H terms per element); the
     plug-in baselines are formed after the loop from the stacked sums ``[H, P]``. Step l's
     slices (the grid's column l, the memory's row l) are taken inside the loop, where XLA
     reads them in place; transposing or splitting those tensors before the loop would copy
     them whole."""
-    pieces = _per_step_pieces(spec, traced, ep.mask)
+    pieces = [(None if a is None else pad_episodes(a), pad_episodes(d))
+              for a, d in _per_step_pieces(spec, traced, ep.mask)]
     horizon = tf.shape(ep.mask)[1]
     memory = _padded_memory(memory, horizon)
-    ar = ep.discounted_rewards  # [E_b, H]
+    ar = pad_episodes(ep.discounted_rewards)  # [E, H], E a multiple of GROUP
     count = memory.count + ep.num_episodes
     s_r = tf.reduce_sum(ar, axis=0)[:, None]  # [H, 1]
     total_r = s_r + memory.sum_r
 
     def body(l, psis, ascents, nums, dens):
         ar_l = ar[:, l]
-        fallback = _safe_div(total_r[l, 0] - ar_l, count - 1.0)  # [E_b]
-        rows = tf.stack([ar_l, tf.ones_like(ar_l)])  # [2, E_b]
+        fallback = _safe_div(total_r[l, 0] - ar_l, count - 1.0)  # [E]
+        rows = tf.stack([ar_l, tf.ones_like(ar_l)])  # [2, E]
         m_num, m_den = _split(memory.num[l], spec, 0), _split(memory.den[l], spec, 0)
         out = ([], [], [], [])
         for k, (psi, asc) in enumerate(zip(psis, ascents)):
             a, d = pieces[k]
             psi = psi + _step_score(None if a is None else a[:, l], d[:, l])
-            rank = psi.shape.rank
             sq = tf.square(psi)
             sums = _weighted_sums(rows, sq)
             num, den = sums[0], sums[1]
-            terms = _ascent_terms(psi, sq, _expand(ar_l, rank), num + m_num[k],
-                                  den + m_den[k], _expand(fallback, rank))
+            terms = grouped_ascent_terms(psi, sq, ar_l, num + m_num[k], den + m_den[k],
+                                         fallback)
             for acc, x in zip(out, (psi, asc + terms, num, den)):
                 acc.append(x)
         written = [[ta.write(l, x) for ta, x in zip(tas, xs)]
@@ -406,12 +390,14 @@ def _time(spec, traced, ep, memory):
 
     shapes = list(spec.weight_shapes().values())
     num_episodes = tf.shape(ar)[0]
-    zeros = [tf.zeros(tf.concat([[num_episodes], s], 0), ar.dtype) for s in shapes]
+    zeros = [tf.zeros(tf.concat([[n], s], 0), ar.dtype)
+             for n in (num_episodes, num_episodes // GROUP) for s in shapes]
     arrays = [[tf.TensorArray(ar.dtype, size=horizon, element_shape=tf.TensorShape(s))
                for s in shapes] for _ in range(2)]
-    loop = tf.while_loop(lambda l, *_: l < horizon, body, (tf.constant(0), zeros, zeros, *arrays))
-    ones = tf.ones(tf.stack([2, num_episodes]), ar.dtype)
-    ascent = [_weighted_sums(ones, per_episode)[0] for per_episode in loop[2]]
+    loop = tf.while_loop(lambda l, *_: l < horizon, body,
+                         (tf.constant(0), zeros[:len(shapes)], zeros[len(shapes):], *arrays))
+    ones = tf.ones(tf.stack([2, num_episodes // GROUP]), ar.dtype)
+    ascent = [_weighted_sums(ones, per_group)[0] for per_group in loop[2]]
     s_num, s_den = (_flat([ta.stack() for ta in tas], 1) for tas in loop[3:])  # [H, P]
     plug = _plug_in(s_num + memory.num, s_den + memory.den, total_r, count)
     used = tf.maximum(ep.horizon, memory.horizon)
