@@ -39,6 +39,7 @@ from pgtwin.mode_agnostic.grouped_terms import GROUP, grouped_ascent_terms, pad_
 from pgtwin.mode_agnostic.grouped_terms import expand_to_rank as _expand
 from pgtwin.mode_agnostic.loss import reinforce_loss
 from pgtwin.mode_agnostic.per_sample import LayerDeltas, weighted_gradient
+from pgtwin.mode_agnostic.row_blocks import blocks, joined, rows_of
 
 
 @dataclass(frozen=True)
@@ -353,14 +354,21 @@ def _time(spec, traced, ep, memory):
     leave-one-out ratios, added up per group of ``GROUP`` episodes with one division a group
     (``grouped_terms``; E padded with zero episodes to a multiple of GROUP) into a carry
     ``[E / GROUP, P]``, summed over the groups once after the loop (a sum over the episodes
-    at every step would be one more pass a step). Nothing of size ``[E, H, P]`` is formed
+    at every step would be one more pass a step). Each weight is its own chain of kernels a
+    step, a large kernel several, one per block of its input rows (``row_blocks``), so that
+    XLA runs the chains side by side. Nothing of size ``[E, H, P]`` is formed
     (``tf.cumsum`` would, and XLA runs it as a reduce window of H terms per element); the
     plug-in baselines are formed after the loop from the stacked sums ``[H, P]``. Step l's
     slices (the grid's column l, the memory's row l) are taken inside the loop, where XLA
     reads them in place; transposing or splitting those tensors before the loop would copy
     them whole."""
-    pieces = [(None if a is None else pad_episodes(a), pad_episodes(d))
-              for a, d in _per_step_pieces(spec, traced, ep.mask)]
+    weights = [(None if a is None else pad_episodes(a), pad_episodes(d))
+               for a, d in _per_step_pieces(spec, traced, ep.mask)]
+    carries = blocks([tuple(s) for s in spec.weight_shapes().values()],
+                     [a is not None for a, _ in weights])
+    pieces = [(None if weights[c.weight][0] is None
+               else rows_of(c, weights[c.weight][0], weights[c.weight][0].shape.rank - 1),
+               weights[c.weight][1]) for c in carries]
     horizon = tf.shape(ep.mask)[1]
     memory = _padded_memory(memory, horizon)
     ar = pad_episodes(ep.discounted_rewards)  # [E, H], E a multiple of GROUP
@@ -374,31 +382,29 @@ def _time(spec, traced, ep, memory):
         rows = tf.stack([ar_l, tf.ones_like(ar_l)])  # [2, E]
         m_num, m_den = _split(memory.num[l], spec, 0), _split(memory.den[l], spec, 0)
         out = ([], [], [], [])
-        for k, (psi, asc) in enumerate(zip(psis, ascents)):
-            a, d = pieces[k]
+        for c, (a, d), psi, asc in zip(carries, pieces, psis, ascents):
             psi = psi + _step_score(None if a is None else a[:, l], d[:, l])
             sq = tf.square(psi)
             sums = _weighted_sums(rows, sq)
             num, den = sums[0], sums[1]
-            terms = grouped_ascent_terms(psi, sq, ar_l, num + m_num[k], den + m_den[k],
-                                         fallback)
+            terms = grouped_ascent_terms(psi, sq, ar_l, num + rows_of(c, m_num[c.weight], 0),
+                                         den + rows_of(c, m_den[c.weight], 0), fallback)
             for acc, x in zip(out, (psi, asc + terms, num, den)):
                 acc.append(x)
         written = [[ta.write(l, x) for ta, x in zip(tas, xs)]
                    for tas, xs in zip((nums, dens), out[2:])]
         return (l + 1, out[0], out[1], *written)
 
-    shapes = list(spec.weight_shapes().values())
     num_episodes = tf.shape(ar)[0]
-    zeros = [tf.zeros(tf.concat([[n], s], 0), ar.dtype)
-             for n in (num_episodes, num_episodes // GROUP) for s in shapes]
-    arrays = [[tf.TensorArray(ar.dtype, size=horizon, element_shape=tf.TensorShape(s))
-               for s in shapes] for _ in range(2)]
-    loop = tf.while_loop(lambda l, *_: l < horizon, body,
-                         (tf.constant(0), zeros[:len(shapes)], zeros[len(shapes):], *arrays))
+    zeros = [[tf.zeros(tf.concat([[n], c.shape], 0), ar.dtype) for c in carries]
+             for n in (num_episodes, num_episodes // GROUP)]
+    arrays = [[tf.TensorArray(ar.dtype, size=horizon, element_shape=tf.TensorShape(c.shape))
+               for c in carries] for _ in range(2)]
+    loop = tf.while_loop(lambda l, *_: l < horizon, body, (tf.constant(0), *zeros, *arrays))
     ones = tf.ones(tf.stack([2, num_episodes // GROUP]), ar.dtype)
-    ascent = [_weighted_sums(ones, per_group)[0] for per_group in loop[2]]
-    s_num, s_den = (_flat([ta.stack() for ta in tas], 1) for tas in loop[3:])  # [H, P]
+    ascent = joined([_weighted_sums(ones, per_group)[0] for per_group in loop[2]], carries, 0)
+    s_num, s_den = (_flat(joined([ta.stack() for ta in tas], carries, 1), 1)
+                    for tas in loop[3:])  # [H, P]
     plug = _plug_in(s_num + memory.num, s_den + memory.den, total_r, count)
     used = tf.maximum(ep.horizon, memory.horizon)
     rows = tf.cast(tf.range(horizon) < used, plug.dtype)
