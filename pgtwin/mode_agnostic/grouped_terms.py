@@ -11,10 +11,11 @@ price of about 3 multiplications per cell.
 Scaled so that no product can overflow or underflow: with ``D > 0``, ``x_i = (D - q_i) / D``
 and ``n_i = psi_i (a_i - N / D)`` (the same quotient), so every ``x_i`` lies in ``(0, 1]``.
 A group's ``q_i = psi_i^2`` are part of D (memory and other episodes add only non-negative
-amounts), so its ``x_i`` sum to at least GROUP - 1: at most one of them is small, and the
-product is no smaller than the smallest ``x_i``, which is at least D's rounding unit
-relative to D. A cell whose ``D - q_i`` is not positive (no other episode's psi is nonzero)
-takes ``x_i = 1`` and ``n_i = psi_i (a_i - fallback_i)``, as ``_ascent_terms`` does.
+amounts), so its ``x_i`` sum to at least GROUP - 1. Then every ``x_j`` but the smallest is
+at least ``1 - min x``, and the product (or any partial product of the tree) is at least
+``2^-GROUP min x``, where ``min x`` is at least D's rounding unit relative to D. A cell whose
+``D - q_i`` is not positive (no other episode's psi is nonzero) takes ``x_i = 1`` and
+``n_i = psi_i (a_i - fallback_i)``: the per-cell formula's fallback (docs/baselines.md).
 
 GROUP = 8 was the fastest of 4, 8 and 16 at B = 2048 (docs/benchmarks.md section 6). The
 episodes axis is padded with zero rows to a multiple of GROUP (:func:`pad_episodes`): a
