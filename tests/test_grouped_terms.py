@@ -73,8 +73,8 @@ def test_float64_equals_the_per_cell_oracle(episodes):
 
 @pytest.mark.parametrize("scale", [1e-15, 1.0, 1e15])
 def test_float32_neither_overflows_nor_underflows_at_extreme_scales(scale):
-    """psi^2 up to 1e30 (D near float32's 3e38 / 10) or down to 1e-30: products of GROUP
-    unscaled denominators would overflow (1e30^8) or underflow; the scaled ones lie in
+    """psi^2 up to 1e30 or down to 1e-30 (float32 spans about 1e-38 to 3e38): products of
+    GROUP unscaled denominators would overflow (1e30^8) or underflow; the scaled ones lie in
     (0, 1]. The terms scale as psi, so compare relative to it."""
     rng = np.random.default_rng(7)
     inputs = case(rng, 2 * GROUP, scale, np.float32)

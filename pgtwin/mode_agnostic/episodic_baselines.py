@@ -366,9 +366,10 @@ def _time(spec, traced, ep, memory):
                for a, d in _per_step_pieces(spec, traced, ep.mask)]
     carries = blocks([tuple(s) for s in spec.weight_shapes().values()],
                      [a is not None for a, _ in weights])
-    pieces = [(None if weights[c.weight][0] is None
-               else rows_of(c, weights[c.weight][0], weights[c.weight][0].shape.rank - 1),
-               weights[c.weight][1]) for c in carries]
+    pieces = []  # per carry: its rows of the inputs (a's last axis), the deltas
+    for c in carries:
+        a, d = weights[c.weight]
+        pieces.append((None if a is None else rows_of(c, a, a.shape.rank - 1), d))
     horizon = tf.shape(ep.mask)[1]
     memory = _padded_memory(memory, horizon)
     ar = pad_episodes(ep.discounted_rewards)  # [E, H], E a multiple of GROUP
