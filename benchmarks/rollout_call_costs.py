@@ -6,6 +6,11 @@ step split into the call and the rest (docs/benchmarks.md section 5, "Seventh se
 
 * ``tight loop``: µs per ``rollout_policy()`` call on one ``[64, 4]`` float32 batch, 2,000
   calls per round, the twins alternating; the median of the rounds.
+* ``after spin`` / ``after read``: the same call timed alone, after a gap of 200 µs that
+  spins on the clock (the caches stay as the call left them) or after reading a 4 MB array
+  (what the env's numpy code between two calls does to the caches, more of it); the median
+  over the rounds of each round's median call. A call that slows after the read pays for
+  what its code and data lost from the caches.
 * ``step after update`` / ``step after collect``: µs per env step of a ``collect`` of T = 32
   that follows an ``agent.update`` (as training does) or another collect.
 * ``policy in rollout``: the part of ``step after update`` spent inside the policy calls;
@@ -30,21 +35,47 @@ VARIANTS = ("graph", "function")
 CALLS = 2000
 
 
-def tight_loop(agents: dict, rounds: int) -> dict[str, float]:
-    """``{variant: µs per call}``: the median over ``rounds`` of CALLS back-to-back calls."""
+GAPS = ("none", "spin", "read")
+"""What runs between two timed calls: nothing (the tight loop), 200 µs of spinning, a 4 MB read."""
+
+
+def _gap(kind: str, flush: np.ndarray):
+    """The code run before each call of a ``kind`` round (None: nothing, back to back)."""
+    if kind == "spin":
+        def spin():
+            end = time.perf_counter() + 200e-6
+            while time.perf_counter() < end:
+                pass
+        return spin
+    return flush.sum if kind == "read" else None
+
+
+def call_costs(agents: dict, rounds: int) -> dict[str, dict[str, float]]:
+    """``{variant: {gap: µs per call}}``: per round, CALLS back-to-back calls (gap ``none``,
+    their mean) and CALLS // 10 calls each timed alone after the gap (their median); the
+    median over ``rounds``, the twins alternating."""
     obs = np.random.default_rng(0).standard_normal((NUM_ENVS, 4)).astype(np.float32)
+    flush = np.random.default_rng(1).standard_normal(4 * 2**20 // 8)
     policies = {v: a.rollout_policy() for v, a in agents.items()}
     for p in policies.values():
         for _ in range(200):  # warm-up
             p(obs)
-    times = {v: [] for v in agents}
+    times = {v: {g: [] for g in GAPS} for v in agents}
     for _ in range(rounds):
         for v, p in policies.items():
             start = time.perf_counter()
             for _ in range(CALLS):
                 p(obs)
-            times[v].append((time.perf_counter() - start) / CALLS * 1e6)
-    return {v: float(np.median(t)) for v, t in times.items()}
+            times[v]["none"].append((time.perf_counter() - start) / CALLS * 1e6)
+            for kind in GAPS[1:]:
+                gap, each = _gap(kind, flush), []
+                for _ in range(CALLS // 10):
+                    gap()
+                    start = time.perf_counter()
+                    p(obs)
+                    each.append(time.perf_counter() - start)
+                times[v][kind].append(float(np.median(each)) * 1e6)
+    return {v: {g: float(np.median(t)) for g, t in gaps.items()} for v, gaps in times.items()}
 
 
 def rollout_steps(agents: dict, rounds: int) -> dict[str, dict[str, float]]:
@@ -85,11 +116,12 @@ if __name__ == "__main__":
     use_reusing_allocator()
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
     agents = {v: agent_for(v, KIND) for v in VARIANTS}
-    calls = tight_loop(agents, rounds=15)
+    calls = call_costs(agents, rounds=15)
     steps = rollout_steps(agents, rounds)
     for v in VARIANTS:
-        s = steps[v]
-        print(f"{v:9} tight loop {calls[v]:6.1f} us/call   step after update {s['after_update']:6.1f}"
+        s, c = steps[v], calls[v]
+        print(f"{v:9} tight loop {c['none']:6.1f} us/call (after spin {c['spin']:6.1f}, after read"
+              f" {c['read']:6.1f})   step after update {s['after_update']:6.1f}"
               f" us (policy in rollout {s['policy']:5.1f}, rest {s['after_update'] - s['policy']:5.1f})"
               f"   step after collect {s['after_collect']:6.1f} us")
     print("load average (1/5/15 min):", os.getloadavg())
