@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -39,7 +40,7 @@ GAPS = ("none", "spin", "read")
 """What runs between two timed calls: nothing (the tight loop), 200 µs of spinning, a 4 MB read."""
 
 
-def _gap(kind: str, flush: np.ndarray):
+def _gap(kind: str, flush: np.ndarray) -> Callable[[], object] | None:
     """The code run before each call of a ``kind`` round (None: nothing, back to back)."""
     if kind == "spin":
         def spin():
