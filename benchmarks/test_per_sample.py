@@ -21,6 +21,8 @@ every body runs once, as a test.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -126,6 +128,23 @@ PER_SAMPLE_CASES = [(impl, kind, size, method)
                                                                    "write_floor_rows"))]
 
 
+def method_call(a, method: str, obs: np.ndarray, actions: np.ndarray) -> Callable[[], object]:
+    """``call()``: one run of the per-sample group's entry ``method`` (``PER_SAMPLE_CASES``)
+    on ``obs`` and ``actions``, numpy out; ``aggregated`` at advantages 1 and weights
+    ``1 / B``."""
+    if method == "aggregated":
+        fn = aggregated(a)
+        adv = np.ones(len(obs), a.config.dtype)
+        w = np.full(len(obs), 1.0 / len(obs), a.config.dtype)
+        return lambda: fn(obs, actions, adv, w)
+    if method == "sq_norms":
+        return lambda: a.per_sample_sq_norms(obs, actions)
+    if method in ("write_floor", "write_floor_rows"):
+        fn = write_floor(a, rows=method == "write_floor_rows")
+        return lambda: fn(obs, actions)
+    return lambda: a.per_sample_gradients(obs, actions, method)
+
+
 def warmed_and_timed(benchmark, a, method: str, call, obs: np.ndarray, actions: np.ndarray):
     """``call``'s result, timed by ``benchmark`` after one warm-up call that builds the ops /
     traces the function. ``loop`` warms up on one row (a full round at B = 2048 costs
@@ -151,18 +170,7 @@ def test_per_sample(benchmark, impl, kind_name, batch_size, method):
     obs, actions = inputs(a.spec, a.config.dtype, batch_size)
     benchmark.group = f"per-sample: {impl} {kind_name} B={batch_size}"
     benchmark.extra_info.update(label=method, twin=impl, kind=kind_name, batch_size=batch_size)
-    if method == "aggregated":
-        fn = aggregated(a)
-        adv = np.ones(batch_size, a.config.dtype)
-        w = np.full(batch_size, 1.0 / batch_size, a.config.dtype)
-        call = lambda: fn(obs, actions, adv, w)  # noqa: E731
-    elif method == "sq_norms":
-        call = lambda: a.per_sample_sq_norms(obs, actions)  # noqa: E731
-    elif method in ("write_floor", "write_floor_rows"):
-        fn = write_floor(a, rows=method == "write_floor_rows")
-        call = lambda: fn(obs, actions)  # noqa: E731
-    else:
-        call = lambda: a.per_sample_gradients(obs, actions, method)  # noqa: E731
+    call = method_call(a, method, obs, actions)
     out = warmed_and_timed(benchmark, a, method, call, obs, actions)
     if method == "sq_norms":
         assert out.shape == (batch_size,)

@@ -1,0 +1,65 @@
+"""Variants timed in turns, round by round: the steadier reading of a ratio between them.
+
+pytest-benchmark times the variants of a group one after another, so the machine's drift
+between them enters their ratios (docs/benchmarks.md sections 3 and 6: on a shared VM two
+sequential runs of one group have read the same ratio 1.7x apart). Here each round times
+every variant once, for ``calls`` calls, so each round sees all of them on the same machine,
+and a variant's figure is the median of its round medians.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Callable, Hashable
+
+Key = tuple[str, str]
+"""``(twin, variant)``."""
+
+
+def round_median(call: Callable[[], object], calls: int) -> float:
+    """Milliseconds: the median of ``calls`` timed calls of ``call``.
+
+    Each call's result is held until the next call has returned, as a caller that uses it
+    holds it (and as pytest-benchmark's loop does): a per-sample call then writes a buffer
+    that is not the one it wrote last time, which on this VM's caches is not the same cost."""
+    times = []
+    result = None
+    for _ in range(calls):
+        start = time.perf_counter()
+        new = call()
+        times.append(time.perf_counter() - start)
+        result = new
+    del result
+    return statistics.median(times) * 1e3
+
+
+def in_turns(variants: dict[Hashable, Callable[[], object]], rounds: int,
+             calls: int) -> dict[Hashable, list[float]]:
+    """``{key: [ms per round]}``: ``rounds`` rounds, in each of which every variant in turn
+    (in ``variants``' order) makes ``calls`` calls; a round's figure is their median."""
+    out: dict[Hashable, list[float]] = {key: [] for key in variants}
+    for _ in range(rounds):
+        for key, call in variants.items():
+            out[key].append(round_median(call, calls))
+    return out
+
+
+def summary(rounds: dict[Key, list[float]],
+            reference: str) -> list[tuple[str, str, float, float | None]]:
+    """``(twin, variant, median ms, ratio to the twin's reference or None)`` per entry of
+    ``rounds`` (``(twin, variant) -> each round's median``), in its order: the median of
+    the round medians, divided by that of the same twin's ``reference`` where there is one."""
+    medians = {key: statistics.median(values) for key, values in rounds.items()}
+    return [(twin, variant, m,
+             m / medians[(twin, reference)] if (twin, reference) in medians else None)
+            for (twin, variant), m in medians.items()]
+
+
+def print_summary(rounds: dict[Key, list[float]], reference: str) -> None:
+    """One line per entry of :func:`summary`, with its rounds, then the load average."""
+    for twin, variant, ms, ratio in summary(rounds, reference):
+        shown = " ".join(f"{x:.2f}" for x in rounds[(twin, variant)])
+        versus = "" if ratio is None else f"  {ratio:5.2f}x {reference}"
+        print(f"{twin:6} {variant:24} {ms:7.2f} ms{versus}   rounds: {shown}")
+    print("load average (1/5/15 min):", os.getloadavg())

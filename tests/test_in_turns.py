@@ -1,0 +1,45 @@
+"""benchmarks/in_turns.py: rounds in turns, the median of the round medians, and the ratio to
+the twin's reference entry."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import in_turns
+
+
+def test_median_of_rounds_and_ratio_to_the_same_twins_none():
+    rounds = {("graph", "none"): [2.0, 2.4, 1.8],          # median 2.0
+              ("graph", "optimal_time"): [9.0, 8.0, 10.0],  # median 9.0: 9 / 2 = 4.5x
+              ("eager", "none"): [4.0, 3.0],                 # median of two: 3.5
+              ("eager", "optimal_time"): [7.0, 7.0],         # 7 / 3.5 = 2.0x
+              ("other", "optimal_time"): [1.0]}              # no none of its own: no ratio
+    got = in_turns.summary(rounds, "none")
+    assert [(t, b) for t, b, _, _ in got] == list(rounds)
+    assert got[0][2:] == (2.0, 1.0)
+    assert got[1][2:] == (9.0, 4.5)
+    assert got[3][2:] == (7.0, 2.0)
+    assert got[4][2:] == (1.0, None)
+
+
+def test_a_round_is_the_median_of_its_timed_calls(monkeypatch):
+    # perf_counter reads 0, 1 | 1, 4 | 4, 6 (s): calls of 1, 3 and 2 s, median 2 s = 2000 ms.
+    clock = iter([0.0, 1.0, 1.0, 4.0, 4.0, 6.0])
+    monkeypatch.setattr(in_turns.time, "perf_counter", lambda: next(clock))
+    calls = []
+    assert in_turns.round_median(lambda: calls.append(1), 3) == pytest.approx(2000.0)
+    assert len(calls) == 3
+
+
+def test_every_variant_runs_once_per_round_in_order():
+    order = []
+    variants = {("graph", "a"): lambda: order.append("a"), ("graph", "b"): lambda: order.append("b")}
+    got = in_turns.in_turns(variants, rounds=3, calls=2)
+    # by hand: each round is a's two calls, then b's two
+    assert order == ["a", "a", "b", "b"] * 3
+    assert list(got) == list(variants) and all(len(v) == 3 for v in got.values())
+
+
+def test_the_reference_is_named_by_the_caller():
+    rounds = {("eager", "write_floor"): [2.0], ("eager", "analytic"): [2.5]}  # 2.5 / 2 = 1.25x
+    assert in_turns.summary(rounds, "write_floor")[1][2:] == (2.5, 1.25)
+    assert in_turns.summary(rounds, "none")[1][3] is None  # no such entry: no ratio
