@@ -157,3 +157,34 @@ def test_a_method_not_in_methods_is_named():
     per_sample.check_method("analytic")
     with pytest.raises(ValueError, match=r"method='jacobian' is not one of \('loop', "):
         per_sample.check_method("jacobian")
+
+
+@modes
+@pytest.mark.parametrize("out", [2, per_sample.NARROW, per_sample.NARROW + 4])
+def test_the_traced_dense_layer_and_its_gradients(mode, out):
+    """``_traced_dense`` computes ``forward_pass.dense`` to the bit, and its gradients of
+    ``L = sum(z * c)`` are the hand-derived ``dL/dx = c W^T``, ``dL/dW = x^T c`` and
+    ``dL/db = sum_i c_i``, for a narrow layer (broadcast products) and a wide one (the
+    ordinary product)."""
+    rng = np.random.default_rng(out)
+    x, kernel, bias = rng.normal(size=(B, 7)), rng.normal(size=(7, out)), rng.normal(size=out)
+    c = rng.normal(size=(B, out))
+
+    def build():
+        xs, ks, bs = tf.constant(x), tf.constant(kernel), tf.constant(bias)
+        if mode == "eager":
+            with tf.GradientTape() as tape:
+                tape.watch([xs, ks, bs])
+                z = per_sample._traced_dense(xs, ks, bs)  # noqa: SLF001
+                total = tf.reduce_sum(z * c)
+            grads = tape.gradient(total, [xs, ks, bs])
+        else:
+            z = per_sample._traced_dense(xs, ks, bs)  # noqa: SLF001
+            grads = tf.gradients(tf.reduce_sum(z * c), [xs, ks, bs])
+        return z, forward_pass.dense(xs, ks, bs), grads
+
+    z, plain, (dx, dk, db) = evaluate(mode, build)
+    np.testing.assert_array_equal(z, plain)
+    np.testing.assert_allclose(dx, c @ kernel.T, rtol=RTOL)
+    np.testing.assert_allclose(dk, x.T @ c, rtol=RTOL)
+    np.testing.assert_allclose(db, c.sum(axis=0), rtol=RTOL)
