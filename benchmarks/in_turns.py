@@ -8,6 +8,7 @@ and a variant's figure is the median of its round medians.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import time
@@ -15,6 +16,17 @@ from typing import Callable, Hashable
 
 Key = tuple[str, str]
 """``(twin, variant)``."""
+
+
+def parser(description: str, rounds: int, calls: int) -> argparse.ArgumentParser:
+    """The options every in-turns command takes: ``--batch-size`` (2048), ``--rounds``,
+    ``--calls`` (per variant per round) and ``--twins`` (both)."""
+    out = argparse.ArgumentParser(description=description)
+    out.add_argument("--batch-size", type=int, default=2048)
+    out.add_argument("--rounds", type=int, default=rounds)
+    out.add_argument("--calls", type=int, default=calls)
+    out.add_argument("--twins", nargs="+", default=["graph", "eager"], choices=["graph", "eager"])
+    return out
 
 
 def round_median(call: Callable[[], object], calls: int) -> float:
@@ -63,3 +75,14 @@ def print_summary(rounds: dict[Key, list[float]], reference: str) -> None:
         versus = "" if ratio is None else f"  {ratio:5.2f}x {reference}"
         print(f"{twin:6} {variant:24} {ms:7.2f} ms{versus}   rounds: {shown}")
     print("load average (1/5/15 min):", os.getloadavg())
+
+
+def report(variants: dict[Key, Callable[[], object]], args: argparse.Namespace, what: str,
+           reference: str) -> dict[Key, list[float]]:
+    """Times ``variants`` in turns (``args``' rounds and calls, :func:`parser`), prints a
+    header (the batch size, rounds and calls of ``what``) and :func:`print_summary` against
+    ``reference``, and returns the rounds."""
+    rounds = in_turns(variants, args.rounds, args.calls)
+    print(f"B = {args.batch_size}, {args.rounds} rounds of {args.calls} {what} each, in turns")
+    print_summary(rounds, reference)
+    return rounds

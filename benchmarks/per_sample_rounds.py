@@ -9,15 +9,15 @@ each up with two calls, then times them in turns (``benchmarks.in_turns``). It p
 twin and method, the median of the round medians, the rounds, and the ratio to the twin's
 ``write_floor``.
 
-Why not the pytest group: it times the entries one after another, and on a shared VM the
-ratio then moves with the machine's drift between them (docs/benchmarks.md section 3: 1.31x
-there, 1.27x in turns, in the same hour).
+Why not the pytest group: it times the entries one after another, so the machine's drift
+between them enters their ratio. As there, each call's result is held until the next call
+has returned, as a caller that uses it holds it; a result dropped at once lets the next call
+write a buffer still partly in the caches, which on the EPYC VM read about 0.25x lower
+(docs/benchmarks.md section 3).
 """
 from __future__ import annotations
 
-import argparse
-
-from benchmarks.in_turns import in_turns, print_summary
+from benchmarks import in_turns
 from benchmarks.test_per_sample import agent, inputs, method_call
 
 METHODS = ("write_floor", "write_floor_rows", "aggregated", "analytic", "vectorized",
@@ -25,12 +25,7 @@ METHODS = ("write_floor", "write_floor_rows", "aggregated", "analytic", "vectori
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch-size", type=int, default=2048)
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--calls", type=int, default=10)
-    parser.add_argument("--twins", nargs="+", default=["graph", "eager"],
-                        choices=["graph", "eager"])
+    parser = in_turns.parser(__doc__.splitlines()[0], rounds=15, calls=10)
     parser.add_argument("--methods", nargs="+", default=["write_floor", "analytic", "vectorized"],
                         choices=METHODS)
     args = parser.parse_args(argv)
@@ -42,9 +37,7 @@ def main(argv: list[str] | None = None) -> None:
             calls[(twin, method)] = call = method_call(a, method, obs, actions)
             call()  # traces and compiles
             call()
-    rounds = in_turns(calls, args.rounds, args.calls)
-    print(f"B = {args.batch_size}, {args.rounds} rounds of {args.calls} calls each, in turns")
-    print_summary(rounds, "write_floor")
+    in_turns.report(calls, args, "calls", "write_floor")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,7 @@ medians, the rounds' medians, and the ratio to the twin's ``none``.
 """
 from __future__ import annotations
 
-import argparse
-
-from benchmarks.in_turns import in_turns, print_summary
+from benchmarks import in_turns
 from benchmarks.test_per_sample import agent, rollout_batch
 
 BASELINES = ("none", "optimal_scalar", "optimal_scalar_episodic", "optimal_per_param",
@@ -19,12 +17,7 @@ BASELINES = ("none", "optimal_scalar", "optimal_scalar_episodic", "optimal_per_p
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch-size", type=int, default=2048)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--twins", nargs="+", default=["graph", "eager"],
-                        choices=["graph", "eager"])
+    parser = in_turns.parser(__doc__.splitlines()[0], rounds=5, calls=20)
     parser.add_argument("--baselines", nargs="+", default=list(BASELINES), choices=BASELINES)
     args = parser.parse_args(argv)
     batch = rollout_batch("categorical_mlp", args.batch_size)
@@ -33,10 +26,8 @@ def main(argv: list[str] | None = None) -> None:
     for a in agents.values():  # trace, compile, and the memory's first widening
         a.update(batch)
         a.update(batch)
-    rounds = in_turns({key: (lambda a=a: a.update(batch)) for key, a in agents.items()},
-                      args.rounds, args.calls)
-    print(f"B = {args.batch_size}, {args.rounds} rounds of {args.calls} updates each, in turns")
-    print_summary(rounds, "none")
+    updates = {key: (lambda a=a: a.update(batch)) for key, a in agents.items()}
+    in_turns.report(updates, args, "updates", "none")
 
 
 if __name__ == "__main__":

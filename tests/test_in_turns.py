@@ -43,3 +43,22 @@ def test_the_reference_is_named_by_the_caller():
     rounds = {("eager", "write_floor"): [2.0], ("eager", "analytic"): [2.5]}  # 2.5 / 2 = 1.25x
     assert in_turns.summary(rounds, "write_floor")[1][2:] == (2.5, 1.25)
     assert in_turns.summary(rounds, "none")[1][3] is None  # no such entry: no ratio
+
+
+def test_the_report_prints_each_variant_against_the_reference(monkeypatch, capsys):
+    # Every call takes 2 ms (floor) or 3 ms (analytic) on a fake clock: ratio 1.5x.
+    now = [0.0]
+    monkeypatch.setattr(in_turns.time, "perf_counter", lambda: now[0])
+
+    def takes(ms):
+        def call():
+            now[0] += ms / 1e3
+        return call
+    args = in_turns.parser("d", rounds=2, calls=3).parse_args([])
+    assert (args.batch_size, args.rounds, args.calls, args.twins) == (2048, 2, 3, ["graph", "eager"])
+    rounds = in_turns.report({("graph", "floor"): takes(2.0), ("graph", "analytic"): takes(3.0)},
+                             args, "calls", "floor")
+    assert rounds[("graph", "analytic")] == pytest.approx([3.0, 3.0])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "B = 2048, 2 rounds of 3 calls each, in turns"
+    assert "3.00 ms   1.50x floor" in lines[2]
