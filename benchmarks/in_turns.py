@@ -32,17 +32,15 @@ def parser(description: str, rounds: int, calls: int) -> argparse.ArgumentParser
 def round_median(call: Callable[[], object], calls: int) -> float:
     """Milliseconds: the median of ``calls`` timed calls of ``call``.
 
-    Each call's result is held until the next call has returned, as a caller that uses it
-    holds it (and as pytest-benchmark's loop does): a per-sample call then writes a buffer
-    that is not the one it wrote last time, which on this VM's caches is not the same cost."""
+    Each call's result stays alive until the next call has returned, as a caller that uses
+    it keeps it (and as pytest-benchmark's loop does). A per-sample call then writes a buffer
+    other than the one it wrote last, which on the EPYC VM cost it about a quarter more than
+    writing that one again (docs/benchmarks.md section 3)."""
     times = []
-    result = None
     for _ in range(calls):
         start = time.perf_counter()
-        new = call()
+        _held = call()  # replaced only once the next call has returned
         times.append(time.perf_counter() - start)
-        result = new
-    del result
     return statistics.median(times) * 1e3
 
 

@@ -12,8 +12,8 @@ twin and method, the median of the round medians, the rounds, and the ratio to t
 Why not the pytest group: it times the entries one after another, so the machine's drift
 between them enters their ratio. As there, each call's result is held until the next call
 has returned, as a caller that uses it holds it; a result dropped at once lets the next call
-write a buffer still partly in the caches, which on the EPYC VM read about 0.25x lower
-(docs/benchmarks.md section 3).
+write a buffer still partly in the caches, which on the EPYC VM read about 1.0x against
+1.28x (docs/benchmarks.md section 3).
 """
 from __future__ import annotations
 
