@@ -12,7 +12,7 @@ import argparse
 import os
 import statistics
 import time
-from typing import Callable, Hashable
+from typing import Callable
 
 Key = tuple[str, str]
 """``(twin, variant)``."""
@@ -44,11 +44,11 @@ def round_median(call: Callable[[], object], calls: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def in_turns(variants: dict[Hashable, Callable[[], object]], rounds: int,
-             calls: int) -> dict[Hashable, list[float]]:
+def in_turns(variants: dict[Key, Callable[[], object]], rounds: int,
+             calls: int) -> dict[Key, list[float]]:
     """``{key: [ms per round]}``: ``rounds`` rounds, in each of which every variant in turn
     (in ``variants``' order) makes ``calls`` calls; a round's figure is their median."""
-    out: dict[Hashable, list[float]] = {key: [] for key in variants}
+    out: dict[Key, list[float]] = {key: [] for key in variants}
     for _ in range(rounds):
         for key, call in variants.items():
             out[key].append(round_median(call, calls))
