@@ -90,7 +90,8 @@ class ReinforceAgent:
             self._rollout_params_fn = traced(params_of, input_signature=[s["obs"], *weights],
                                              jit_compile=True)
             self._rollout_snapshot = snapshot_policy(self._rollout_params_fn,
-                                                     list(self.variables.values()))
+                                                     list(self.variables.values()),
+                                                     self.spec, self.config.dtype)
 
     def _update_path(self):
         """The update path of ``self.config`` (``eager/update_paths.py``)."""
@@ -128,16 +129,15 @@ class ReinforceAgent:
             return policy
         if self._rollout_snapshot is None:
             return self.rollout_params
-        snapshot, spec, dtype = self._rollout_snapshot(), self.spec, self.config.dtype
-        return lambda obs: snapshot(policy_inputs.as_obs(spec, obs, dtype=dtype))
+        return self._rollout_snapshot()
 
     def rollout_params(self, obs: np.ndarray) -> np.ndarray:
         """:meth:`dist_params` as a rollout calls it, once per env step on ``[N, *obs_shape]``:
         XLA-compiled where ``eager.policy_call.rollout_compiled`` says so (equal to
         ``dist_params`` within a few ulps), else the same call."""
-        obs = policy_inputs.as_obs(self.spec, obs, dtype=self.config.dtype)
         if self._rollout_snapshot is None:
-            return self._dist_params_call(obs)
+            return self._dist_params_call(policy_inputs.as_obs(self.spec, obs,
+                                                               dtype=self.config.dtype))
         return self._rollout_snapshot()(obs)
 
     def log_prob(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ captured variables read in every call.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import threading
 from typing import Callable
@@ -36,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.policy_inputs import as_obs
 from pgtwin_core.specs import PolicySpec
 
 # Executor that runs a function's ops one after another in the calling thread; it supports
@@ -97,10 +99,12 @@ def policy_callable(fn: tf.types.experimental.PolymorphicFunction,
     return call
 
 
-def snapshot_policy(fn: tf.types.experimental.PolymorphicFunction,
-                    variables: list[tf.Variable]) -> Callable[[], Callable[[np.ndarray], np.ndarray]]:
-    """``snapshot() -> call(obs) -> params``: ``fn(obs, *weights)`` on the ``variables``'
-    values as ``snapshot()`` reads them, numpy in and out (as :func:`policy_callable`).
+def snapshot_policy(fn: tf.types.experimental.PolymorphicFunction, variables: list[tf.Variable],
+                    spec: PolicySpec, dtype: str,
+                    ) -> Callable[[], Callable[[np.ndarray], np.ndarray]]:
+    """``snapshot() -> call(obs) -> params``: ``fn(as_obs(obs), *weights)`` on the
+    ``variables``' values as ``snapshot()`` reads them, numpy in and out (as
+    :func:`policy_callable`), ``obs`` checked by ``pgtwin_core.policy_inputs.as_obs``.
 
     For the rollout: the weights do not change within one, and reading them once per
     rollout instead of once per call (as captured variables are) takes a read per variable
@@ -109,18 +113,61 @@ def snapshot_policy(fn: tf.types.experimental.PolymorphicFunction,
     read of it is alive), so a policy must be taken anew for each rollout, as
     ``agent.rollout_policy()`` says. ``fn``'s signature: observations, then one tensor per
     variable, in order.
+
+    A rollout calls the policy once per env step, so what does not change within one is
+    settled when the snapshot is taken: the device (the current one then), whether
+    functions run eagerly, and, for the thread that makes the first call, the input slot
+    and the whole input list. Each piece of Python left in a call measured about half a
+    per cent of the eager rollout's env-steps/s (docs/benchmarks.md section 5). Other
+    threads (``pgtwin_core.parallel_rollout`` calls one policy from several) use their own
+    slots, as :func:`policy_callable` does.
     """
-    call_with = _numpy_call(fn, executor="")
+    public = direct_callable(fn, executor="")
+    launch = _direct_call(fn.get_concrete_function(), executor="")
+    slots = InputSlots()
 
     def snapshot() -> Callable[[np.ndarray], np.ndarray]:
         with tf.init_scope():
             weights = [v.read_value() for v in variables]
-
-        def call(obs: np.ndarray) -> np.ndarray:
-            return call_with(obs, weights)
-        return call
-    snapshot.concrete = call_with.concrete
+        if launch is None or tf.config.functions_run_eagerly():
+            return lambda obs: public(as_obs(spec, obs, dtype=dtype), *weights)[0].numpy()
+        return _bound_call(launch, slots, weights, public, spec, dtype)
+    snapshot.concrete = public.concrete
     return snapshot
+
+
+def _bound_call(launch: _Launch, slots: InputSlots, weights: list[tf.Tensor], public,
+                spec: PolicySpec, dtype: str) -> Callable[[np.ndarray], np.ndarray]:
+    """One snapshot's ``call(obs)`` (:func:`snapshot_policy`): the launch on the slot's
+    tensor, the weights and the captured inputs, with the device of now; the first thread's
+    input lists kept per batch shape."""
+    run, handle, name, attrs, num_outputs = (launch.run, launch.handle, launch.name,
+                                             launch.attrs, launch.num_outputs)
+    device, tail = launch.ctx.device_name, [*weights, *launch.captured]
+    owner, owned = threading.get_ident(), {}
+
+    def inputs_for(obs: np.ndarray) -> tuple[np.ndarray, list[tf.Tensor]] | None:
+        slot = slots.get(obs)
+        return None if slot is None else (slot[0], [slot[1], *tail])
+
+    def call(obs: np.ndarray) -> np.ndarray:
+        obs = as_obs(spec, obs, dtype=dtype)
+        if threading.get_ident() == owner:
+            entry = owned.get(obs.shape) or owned.setdefault(obs.shape, inputs_for(obs))
+        else:
+            entry = inputs_for(obs)
+        if entry is None:
+            return public(obs, *weights)[0].numpy()
+        buffer, inputs = entry
+        buffer[...] = obs
+        try:
+            out = run(handle, device, name, inputs, attrs, num_outputs)[0].numpy()
+        except launch.not_ok as err:
+            raise launch.to_error(err) from None
+        if out.nbytes == buffer.nbytes and np.may_share_memory(out, buffer):
+            return out.copy()  # the next call overwrites the slot
+        return out
+    return call
 
 
 def _numpy_call(fn: tf.types.experimental.PolymorphicFunction, executor: str,
@@ -219,32 +266,50 @@ def rollout_compiled(spec: PolicySpec, config: ReinforceConfig) -> bool:
     return config.jit_compile and spec.torso != "lstm"
 
 
-def _direct_call(concrete, executor: str) -> Callable[[list[tf.Tensor]], list[tf.Tensor]] | None:
-    """``run(tensors)``: ``concrete``'s traced function on its inputs (in signature order),
-    called as ``context.call_function`` does, through what ``execute.execute`` ends in (the
-    context's handle read once, not per call; its error handling kept); or None
+@dataclasses.dataclass(frozen=True)
+class _Launch:
+    """What ``TFE_Py_Execute`` needs to run one traced function, read once: the context and
+    its handle, the function's name, the call attributes, the captured inputs (after the
+    signature's) and the number of outputs; with the status exception it raises and the
+    conversion to a ``tf.errors`` exception that ``execute.execute`` applies."""
+
+    run: Callable
+    ctx: object
+    handle: object
+    name: str
+    attrs: tuple
+    captured: list
+    num_outputs: int
+    not_ok: type
+    to_error: Callable
+
+    def __call__(self, tensors: list[tf.Tensor]) -> list[tf.Tensor]:
+        """The function on ``tensors`` (signature order), on the current device."""
+        try:
+            return self.run(self.handle, self.ctx.device_name, self.name,
+                            tensors + self.captured, self.attrs, self.num_outputs)
+        except self.not_ok as err:  # as execute.execute raises it: a tf.errors exception
+            raise self.to_error(err) from None
+
+
+def _direct_call(concrete, executor: str) -> _Launch | None:
+    """``launch(tensors)``: ``concrete``'s traced function on its inputs (in signature
+    order), called as ``context.call_function`` does, through what ``execute.execute`` ends
+    in (the context's handle read once, not per call; its error handling kept); or None
     if this TensorFlow lacks the pieces (then the caller uses the public, slower path)."""
     try:
         from tensorflow.python import pywrap_tfe
         from tensorflow.python.eager import context, core
         name = concrete._inference_function.name  # noqa: SLF001
         name = name.decode() if isinstance(name, bytes) else name
-        captured = list(concrete.captured_inputs)
-        num_outputs = len(concrete.outputs)
         ctx = context.context()
         ctx.ensure_initialized()
         options = copy.copy(ctx.function_call_options)
         options.executor_type = executor
-        attrs = tuple(itertools.chain(*options.as_attrs().items()))
-        handle = ctx._handle  # noqa: SLF001
-        run, not_ok, to_error = (pywrap_tfe.TFE_Py_Execute, core._NotOkStatusException,  # noqa: SLF001
-                                 core._status_to_exception)  # noqa: SLF001
+        return _Launch(run=pywrap_tfe.TFE_Py_Execute, ctx=ctx, handle=ctx._handle,  # noqa: SLF001
+                       name=name, attrs=tuple(itertools.chain(*options.as_attrs().items())),
+                       captured=list(concrete.captured_inputs),
+                       num_outputs=len(concrete.outputs), not_ok=core._NotOkStatusException,  # noqa: SLF001
+                       to_error=core._status_to_exception)  # noqa: SLF001
     except (ImportError, AttributeError):
         return None
-
-    def call(tensors: list[tf.Tensor]) -> list[tf.Tensor]:
-        try:
-            return run(handle, ctx.device_name, name, tensors + captured, attrs, num_outputs)
-        except not_ok as err:  # as execute.execute raises it: a tf.errors exception
-            raise to_error(err) from None
-    return call

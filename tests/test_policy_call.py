@@ -6,6 +6,7 @@ calls are checked through side effects a wrong implementation would miss.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -146,25 +147,12 @@ def test_graph_public_fallback_gives_the_same_outputs(monkeypatch):
 
 
 # ------------------------------------------------- the eager policy's input slots
-class EagerIdentity(tf.Module):
-    """A policy whose output could be its input's memory (the worst case for slots)."""
-
-    def __init__(self):
-        super().__init__()
-        self.policy = tf.function(tf.identity, input_signature=[tf.TensorSpec([None, 3])],
-                                  autograph=False)
-
-
 def test_eager_policy_results_stay_put_when_the_slot_is_written_again():
     linear = eager_call.policy_callable(EagerLinear().policy)
     first = linear(X)
     second = linear(2.0 * X)  # (2x) @ W + b = 2 (x @ W + b) - b
     np.testing.assert_allclose(first, EXPECTED, rtol=1e-6)
     np.testing.assert_allclose(second, 2.0 * EXPECTED - B, rtol=1e-6)
-    identity = eager_call.policy_callable(EagerIdentity().policy)
-    kept = identity(X)
-    identity(np.zeros_like(X))
-    np.testing.assert_array_equal(kept, X)  # a copy, not a view of the slot
 
 
 def test_input_slot_tensor_shares_the_buffer_memory():
@@ -198,6 +186,128 @@ def test_eager_policy_called_from_threads_at_once_keeps_each_threads_input():
     threads = [threading.Thread(target=worker, args=(s,)) for s in (1.0, -3.0, 0.5)]
     for t in threads:
         t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:1]
+
+
+# ------------------------------------------------- snapshot_policy: one rollout's calls
+def _linear_snapshot(jit_compile: bool = True):
+    """``(snapshot, variables, python_runs)``: snapshot_policy of ``x @ w + b`` over a [None, 3]
+    input, the weights W and B as variables (the rollout policy's shape of signature)."""
+    from pgtwin_core.specs import PolicySpec
+    spec = PolicySpec(distribution="categorical", obs_shape=(3,), action_size=2)
+    runs = [0]
+
+    def linear(x, w, b):
+        runs[0] += 1
+        return tf.matmul(x, w) + b
+    sig = [tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([3, 2], tf.float32),
+           tf.TensorSpec([2], tf.float32)]
+    fn = tf.function(linear, input_signature=sig, autograph=False, jit_compile=jit_compile)
+    variables = [tf.Variable(W), tf.Variable(B)]
+    return eager_call.snapshot_policy(fn, variables, spec, "float32"), variables, runs
+
+
+def test_snapshot_reads_the_weights_once_and_checks_each_obs():
+    snapshot, (w, b), _ = _linear_snapshot()
+    policy = snapshot()
+    b.assign([1.0, 1.0])  # after the snapshot: not seen by it, seen by the next one
+    np.testing.assert_allclose(policy(X), EXPECTED, rtol=1e-6)
+    np.testing.assert_allclose(snapshot()(X), EXPECTED - B + 1.0, rtol=1e-6)
+    # float64 observations are cast, as policy_inputs.as_obs does for every policy
+    np.testing.assert_allclose(policy(X.astype(np.float64)), EXPECTED, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"obs has shape \(2, 4\); expected \[B, 3\]"):
+        policy(np.zeros((2, 4), np.float32))
+    with pytest.raises(ValueError, match=r"obs\[1, 2\] = nan is not finite"):
+        policy(np.where(X == 4.0, np.nan, X))
+
+
+def test_snapshot_keeps_one_input_per_batch_shape():
+    snapshot, _, runs = _linear_snapshot()
+    policy = snapshot()
+    row = X[:1]  # another batch size between two of the first: each reads its own obs
+    for scale in (1.0, -2.0, 0.5):
+        np.testing.assert_allclose(policy(scale * X), scale * EXPECTED + (1 - scale) * B, rtol=1e-5)
+        np.testing.assert_allclose(policy(scale * row), scale * EXPECTED[:1] + (1 - scale) * B,
+                                   rtol=1e-5)
+    assert runs[0] == 1  # one trace for every batch size
+
+
+def _forwarding_launch(monkeypatch):
+    """Has every direct call return an output whose numpy view is the input slot's buffer
+    itself, as a TensorFlow that forwarded the input's memory would. This one never does:
+    even the slot tensor's own ``.numpy()`` is a copy."""
+    buffers = {}
+    make = eager_call.InputSlots._make.__func__
+
+    def recording(cls, shape, dtype):
+        slot = make(cls, shape, dtype)
+        buffers[id(slot[1])] = slot[0]
+        return slot
+
+    class Forwarded:
+        def __init__(self, tensor):
+            self.tensor = tensor
+
+        def numpy(self):
+            return buffers[id(self.tensor)]
+    real = eager_call._direct_call
+
+    def forwarding(concrete, executor):
+        return dataclasses.replace(real(concrete, executor),
+                                   run=lambda *args: [Forwarded(args[3][0])])
+    monkeypatch.setattr(eager_call.InputSlots, "_make", classmethod(recording))
+    monkeypatch.setattr(eager_call, "_direct_call", forwarding)
+
+
+def test_policies_copy_an_output_that_shares_the_slots_memory(monkeypatch):
+    _forwarding_launch(monkeypatch)
+    from pgtwin_core.specs import PolicySpec
+    spec = PolicySpec(distribution="categorical", obs_shape=(3,), action_size=3)
+    identity = tf.function(tf.identity, input_signature=[tf.TensorSpec([None, 3])],
+                           autograph=False)
+    for same in (eager_call.snapshot_policy(identity, [], spec, "float32")(),
+                 eager_call.policy_callable(identity)):
+        kept = same(X)
+        np.testing.assert_array_equal(same(np.zeros_like(X)), 0.0)
+        np.testing.assert_array_equal(kept, X)  # a copy, not a view of the slot
+
+
+def test_snapshot_taken_while_functions_run_eagerly_runs_the_python_body():
+    snapshot, _, runs = _linear_snapshot(jit_compile=False)
+    snapshot()(X)  # traces once
+    traced_runs = runs[0]
+    before = tf.config.functions_run_eagerly()
+    tf.config.run_functions_eagerly(True)
+    try:
+        policy = snapshot()
+        out = policy(X)
+        policy(X)
+    finally:
+        tf.config.run_functions_eagerly(before)
+    assert runs[0] == traced_runs + 2  # op by op, on every call, as the switch promises
+    np.testing.assert_allclose(out, EXPECTED, rtol=1e-6)
+
+
+def test_snapshot_called_from_threads_at_once_keeps_each_threads_input():
+    # The first caller keeps its input list; pgtwin_core.parallel_rollout's other threads
+    # use their own slots. Every thread checks each output against numpy.
+    snapshot, _, _ = _linear_snapshot()
+    policy = snapshot()
+    policy(X)  # the main thread owns the kept input list
+    errors = []
+
+    def worker(scale: float):
+        for _ in range(200):
+            out = policy(scale * X)
+            if not np.allclose(out, scale * EXPECTED + (1 - scale) * B, rtol=1e-5):
+                errors.append((scale, out))
+    threads = [threading.Thread(target=worker, args=(s,)) for s in (-3.0, 0.5)]
+    for t in threads:
+        t.start()
+    worker(1.0)
+    worker(2.0)
     for t in threads:
         t.join()
     assert not errors, errors[:1]
