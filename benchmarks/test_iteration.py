@@ -16,6 +16,7 @@ and prints the ratio of the medians, in wall and in process CPU time.
 """
 from __future__ import annotations
 
+import random
 import sys
 import time
 
@@ -79,7 +80,7 @@ def test_iteration(benchmark, variant, with_update):
 def interleaved_rollouts(rounds: int = 60) -> dict[str, dict[str, float]]:
     """``{variant: {"wall": s, "cpu": s}}``: median seconds of one rollout (collect after an
     untimed update, as the ``rollout`` group), the ``graph`` and ``function`` variants taking
-    turns, round by round, so that both see the same load."""
+    turns, round by round, so that both see the same load, in an order drawn per round."""
     variants = ("graph", "function")
     agents = {v: agent_for(v, KIND) for v in variants}
     runs = {}
@@ -88,8 +89,12 @@ def interleaved_rollouts(rounds: int = 60) -> dict[str, dict[str, float]]:
         batch, state = collect(envs, agent.rollout_policy(), agent.spec, NUM_STEPS, rng)
         runs[v] = [envs, rng, batch, state]
     times = {v: {"wall": [], "cpu": []} for v in variants}
+    order = random.Random(0)
     for _ in range(rounds):
-        for v, agent in agents.items():
+        # in an order drawn anew each round: a fixed order times each twin after the same
+        # other one, every round
+        for v in order.sample(variants, len(variants)):
+            agent = agents[v]
             envs, rng, batch, state = runs[v]
             agent.update(batch)
             wall, cpu = time.perf_counter(), time.process_time()
@@ -112,5 +117,5 @@ if __name__ == "__main__":
     for v, m in medians.items():
         print(f"{v:9} env-steps/s: wall {steps / m['wall']:9,.0f}   cpu {steps / m['cpu']:9,.0f}")
     for k in ("wall", "cpu"):
-        print(f"eager / graph env-steps/s ({k}): {medians['graph'][k] / medians['function'][k]:.2f}")
+        print(f"eager / graph env-steps/s ({k}): {medians['graph'][k] / medians['function'][k]:.3f}")
     print("load average (1/5/15 min):", os.getloadavg())
