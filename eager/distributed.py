@@ -119,7 +119,7 @@ class DistributedReinforceAgent(ReinforceAgent):
         ``returns`` are the discounted reward-to-go, float64, *not* normalised (that needs
         the global statistics); ``valid`` is float64 0/1.
         """
-        returns = flat_returns(batch, self.config.replace(normalize_returns=False))
+        returns = flat_returns(batch, self.config, normalize=False)
         dtype = self.config.dtype
         obs = batch.obs.reshape(-1, *batch.obs.shape[2:]).astype(dtype, copy=False)
         actions = batch.actions.reshape(-1, *batch.actions.shape[2:])

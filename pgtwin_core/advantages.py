@@ -52,18 +52,22 @@ class TrainInputs:
 
 
 def flat_returns(batch: Batch, config: ReinforceConfig,
-                 reward_to_go: np.ndarray | None = None) -> np.ndarray:
+                 reward_to_go: np.ndarray | None = None,
+                 normalize: bool | None = None) -> np.ndarray:
     """Reward-to-go ``[T, N]`` float64, divided by its std over the valid steps if
-    ``config.normalize_returns`` (not centred: ``pgtwin_core.returns.unit_scale``); 0 off them.
+    ``normalize`` (default ``config.normalize_returns``; not centred:
+    ``pgtwin_core.returns.unit_scale``); 0 off them.
 
     ``reward_to_go``: the batch's ``discounted_returns`` ``[T, N]`` if the caller has them
-    already (the episodic estimator computes them once per batch).
+    already (the episodic estimator computes them once per batch). ``normalize=False`` takes
+    the raw returns without building a config that says so (``ReinforceConfig.replace``
+    validates every field, which cost about as much as the rest of this function).
     """
     returns = reward_to_go
     if returns is None:
         returns = discounted_returns(batch.rewards, batch.terminated, batch.truncated,
                                      config.gamma)
-    if config.normalize_returns:
+    if config.normalize_returns if normalize is None else normalize:
         return unit_scale(returns, mask=batch.valid)
     return np.where(batch.valid, returns, 0.0)
 
@@ -89,7 +93,7 @@ def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec,
         )
     dtype = config.dtype
     valid = batch.valid.reshape(-1)
-    raw = flat_returns(batch, config.replace(normalize_returns=False), reward_to_go)
+    raw = flat_returns(batch, config, reward_to_go, normalize=False)
     scale = return_scale(raw, mask=batch.valid) if config.normalize_returns else 1.0
     if baseline is None:
         baseline = numpy_baseline(batch, config, raw)

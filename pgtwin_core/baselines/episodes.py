@@ -51,10 +51,13 @@ class Segments:
 
     def episode_order(self) -> np.ndarray:
         """int64 ``[M]``: the flat indices of the complete episodes' steps, episode after
-        episode, each in time order (the row order the episodic formulas expect)."""
-        episode = self.episode_ids()
-        used = np.flatnonzero(episode >= 0)
-        return used[np.lexsort((self.time[used], episode[used]))]
+        episode, each in time order (the row order the episodic formulas expect).
+
+        Segments are numbered env by env in time order, so sorting the complete episodes'
+        steps by segment sorts them by episode; the sort is stable, which keeps each
+        episode's steps in flat (time-major) order, its time order."""
+        used = np.flatnonzero(self.complete[self.ids] & (self.ids >= 0))
+        return used[np.argsort(self.ids[used], kind="stable")]
 
 
 def segments(batch: Batch, gamma: float, reward_to_go: np.ndarray | None = None) -> Segments:

@@ -95,9 +95,11 @@ def cut_replica(batch: Batch, config, spec) -> _Replica:
     inputs = training_inputs(batch, config, spec, reward_to_go)
     segs = segments(batch, config.gamma, reward_to_go)
     used = segs.episode_order()
+    lengths = segs.lengths[segs.complete]
+    # `used` is episode after episode: episode e's lengths[e] rows in a row.
     return _Replica(inputs=inputs, segments=segs, reward_to_go=reward_to_go[batch.valid],
-                    used=used, episode=segs.episode_ids()[used],
-                    lengths=segs.lengths[segs.complete], returns=segs.returns[segs.complete])
+                    used=used, episode=np.repeat(np.arange(lengths.size), lengths),
+                    lengths=lengths, returns=segs.returns[segs.complete])
 
 
 def return_scale(replicas: list[_Replica], count: int, total: float, reduce: ReplicaSums) -> float:
