@@ -100,11 +100,14 @@ def segments(batch: Batch, gamma: float, reward_to_go: np.ndarray | None = None)
         reward_to_go = discounted_returns(rewards, batch.terminated & valid,
                                           batch.truncated & valid, gamma)
     time = to_tm(time_em)
+    # gamma^l from a table of the T powers (the same ``power`` on the same operands as
+    # ``gamma ** time``, once per step index instead of once per step); an autoreset
+    # step's reward is 0 already, so its time of -1 may read gamma^0.
+    powers = np.power(float(gamma), np.arange(num_steps, dtype=np.float64))
     return Segments(
         ids=to_tm(ids_em), time=time, lengths=lengths, complete=complete,
         returns=np.asarray(reward_to_go).T.reshape(-1)[first],
-        discounted_rewards=np.where(time >= 0, gamma ** np.maximum(time, 0), 0.0)
-        * rewards.reshape(-1),
+        discounted_rewards=powers[np.maximum(time, 0)] * rewards.reshape(-1),
     )
 
 
