@@ -118,8 +118,10 @@ def episode_layout(batch: Batch, config, spec, one_chunk_per_episode: bool,
     num_valid = int(r.reward_to_go.size)
     scale = (return_scale([r], num_valid, float(np.sum(r.reward_to_go)), ONE_DEVICE)
              if config.normalize_returns else 1.0)
+    # np.take: the same rows as fancy indexing, by a plain copy per row instead of the
+    # general indexing path (docs/benchmarks.md section 6, the twentieth session).
     return EpisodeLayout(
-        obs=r.inputs.obs[rows], actions=r.inputs.actions[rows],
+        obs=np.take(r.inputs.obs, rows, axis=0), actions=np.take(r.inputs.actions, rows, axis=0),
         mask=mask.reshape(padded_chunks, width), chunk_episode=chunk_episode, returns=returns,
         discounted_rewards=ar.reshape(padded_chunks, width), num_episodes=num_episodes,
         num_steps=int(lengths.sum()), horizon=horizon, scale=scale, num_valid=num_valid)
