@@ -56,6 +56,7 @@ class Segments:
         Segments are numbered env by env in time order, so sorting the complete episodes'
         steps by segment sorts them by episode; the sort is stable, which keeps each
         episode's steps in flat (time-major) order, its time order."""
+        # An autoreset step's id of -1 reads the last segment's flag; `ids >= 0` masks it.
         used = np.flatnonzero(self.complete[self.ids] & (self.ids >= 0))
         return used[np.argsort(self.ids[used], kind="stable")]
 
