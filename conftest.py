@@ -17,12 +17,13 @@ already sets the level is left as it is). Runs with ``--benchmark-enable`` (and 
 ``pgtwin bench``) time the default code: there the flag is never added, and a copy
 inherited from a test run is removed.
 
-**TensorFlow's BFC CPU allocator in runs with ``--benchmark-enable``**, as the ``pgtwin``
-command line sets it (``pgtwin/mode_agnostic/cpu_allocator.py``), so that timing runs measure what a
-``pgtwin train`` process pays (``TF_CPU_ALLOCATOR_USE_BFC=false`` in the environment times
-glibc's malloc instead). The tests keep the library's default, what a user's own process
-has; a test that calls the command line's ``main`` in-process leaves the variable as it
-found it.
+**The command line's process settings in runs with ``--benchmark-enable``**
+(``pgtwin/mode_agnostic/process_tuning.py``): TensorFlow's BFC CPU allocator, and XLA's
+512-bit vectors on the CPUs where they were measured faster, so that timing runs measure
+what a ``pgtwin train`` process pays (``TF_CPU_ALLOCATOR_USE_BFC=false`` in the environment
+times glibc's malloc instead, ``XLA_FLAGS=--xla_cpu_prefer_vector_width=256`` XLA's default
+width). The tests keep the library's defaults, what a user's own process has; a test that
+calls the command line's ``main`` in-process leaves both variables as it found them.
 """
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ import os
 import pytest
 
 from benchmarks.run_mode import benchmarks_enabled
-from pgtwin.mode_agnostic.cpu_allocator import ALLOCATOR_VARIABLE, use_reusing_allocator
+from pgtwin.mode_agnostic.cpu_allocator import ALLOCATOR_VARIABLE
+from pgtwin.mode_agnostic.process_tuning import XLA_FLAGS_VARIABLE, tune_process
 
 XLA_OPT_FLAG = "--xla_backend_optimization_level"
 TEST_LEVEL = f"{XLA_OPT_FLAG}=0"
@@ -47,9 +49,9 @@ def _without(flags: str, flag: str) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if benchmarks_enabled(config):
-        use_reusing_allocator()
         if os.environ.pop(ADDED_MARK, None):
             os.environ["XLA_FLAGS"] = _without(flags, TEST_LEVEL)
+        tune_process()
         return
     if XLA_OPT_FLAG not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {TEST_LEVEL}".strip()
@@ -57,12 +59,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _allocator_choice_stays_in_its_test(monkeypatch):
-    """Restores ``TF_CPU_ALLOCATOR_USE_BFC`` after each test: the command line's ``main``,
-    called in-process, sets it for its own process's sake, and the subprocesses of later
-    tests must not inherit that."""
-    value = os.environ.get(ALLOCATOR_VARIABLE)
-    if value is None:
-        monkeypatch.delenv(ALLOCATOR_VARIABLE, raising=False)
-    else:
-        monkeypatch.setenv(ALLOCATOR_VARIABLE, value)
+def _process_tuning_stays_in_its_test(monkeypatch):
+    """Restores ``TF_CPU_ALLOCATOR_USE_BFC`` and ``XLA_FLAGS`` after each test: the command
+    line's ``main``, called in-process, tunes them for its own process's sake
+    (``process_tuning.tune_process``), and the subprocesses of later tests must not inherit
+    that."""
+    for variable in (ALLOCATOR_VARIABLE, XLA_FLAGS_VARIABLE):
+        value = os.environ.get(variable)
+        if value is None:
+            monkeypatch.delenv(variable, raising=False)
+        else:
+            monkeypatch.setenv(variable, value)

@@ -41,6 +41,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     # As the pgtwin command line does, before TensorFlow's first op (conftest.py).
-    from pgtwin.mode_agnostic.cpu_allocator import use_reusing_allocator
-    use_reusing_allocator()
+    from pgtwin.mode_agnostic.process_tuning import tune_process
+    tune_process()
     main()

@@ -113,8 +113,8 @@ def rollout_steps(agents: dict, rounds: int) -> dict[str, dict[str, float]]:
 
 if __name__ == "__main__":
     # As the pgtwin command line does, before TensorFlow's first op (conftest.py).
-    from pgtwin.mode_agnostic.cpu_allocator import use_reusing_allocator
-    use_reusing_allocator()
+    from pgtwin.mode_agnostic.process_tuning import tune_process
+    tune_process()
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
     agents = {v: agent_for(v, KIND) for v in VARIANTS}
     calls = call_costs(agents, rounds=15)

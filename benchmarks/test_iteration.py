@@ -109,8 +109,8 @@ def interleaved_rollouts(rounds: int = 60) -> dict[str, dict[str, float]]:
 
 if __name__ == "__main__":
     # As the pgtwin command line does, before TensorFlow's first op (conftest.py).
-    from pgtwin.mode_agnostic.cpu_allocator import use_reusing_allocator
-    use_reusing_allocator()
+    from pgtwin.mode_agnostic.process_tuning import tune_process
+    tune_process()
     import os
     medians = interleaved_rollouts(int(sys.argv[1]) if len(sys.argv) > 1 else 60)
     steps = NUM_ENVS * NUM_STEPS

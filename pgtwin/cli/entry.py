@@ -10,7 +10,7 @@ import argparse
 import importlib
 
 from pgtwin import __version__
-from pgtwin.mode_agnostic.cpu_allocator import use_reusing_allocator
+from pgtwin.mode_agnostic.process_tuning import tune_process
 
 COMMANDS = ("train", "parity", "compare", "bench", "demo", "convert_checkpoint")
 
@@ -33,9 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``pgtwin`` console script; returns the exit code. Before any
-    command imports TensorFlow, its CPU allocator is set to one that reuses memory
-    (:func:`use_reusing_allocator`)."""
-    use_reusing_allocator()
+    command imports TensorFlow, the process is tuned (:func:`tune_process`: a CPU allocator
+    that reuses memory, and XLA's vector width where measured faster)."""
+    tune_process()
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "run", None) is None:
