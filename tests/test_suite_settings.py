@@ -1,5 +1,7 @@
 """The root ``conftest.py``: XLA's LLVM level 0 for test runs only, never for benchmarks,
-and never over a level the user set."""
+and never over a level the user set; benchmark runs get the command line's process settings
+(``process_tuning``), whose vector width depends on the CPU, so each test here names the CPU
+it pretends to run on."""
 from __future__ import annotations
 
 import importlib.util
@@ -7,6 +9,8 @@ import os
 from types import SimpleNamespace
 
 import pytest
+
+from pgtwin.mode_agnostic import process_tuning
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,10 +28,21 @@ def _config(enable: bool, disable: bool):
     return SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
 
 
+NARROW_CPU = ("GenuineIntel", frozenset({"avx2", "avx512f"}))
+"""A CPU where ``process_tuning`` leaves XLA's vector width alone (no Intel CPU was measured)."""
+WIDE_CPU = ("AuthenticAMD", frozenset({"avx2", "avx512f"}))
+"""A CPU where ``process_tuning`` adds ``--xla_cpu_prefer_vector_width=512``."""
+
+
+def _pretend_cpu(monkeypatch, cpu: tuple[str, frozenset[str]]) -> None:
+    monkeypatch.setattr(process_tuning, "cpu_info", lambda path=process_tuning.CPUINFO: cpu)
+
+
 @pytest.fixture
 def settings(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     monkeypatch.delenv("PGTWIN_TEST_ADDED_XLA_FLAG", raising=False)
+    _pretend_cpu(monkeypatch, NARROW_CPU)
     return _settings()
 
 
@@ -60,3 +75,20 @@ def test_a_benchmark_run_keeps_a_level_the_user_set(settings, monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
     settings.pytest_configure(_config(enable=True, disable=False))
     assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=0"
+
+
+def test_a_benchmark_run_on_a_wide_cpu_adds_the_width_after_the_users_flags(settings,
+                                                                           monkeypatch):
+    # The suite's level 0 goes, the user's dump flag stays, and the width comes last.
+    _pretend_cpu(monkeypatch, WIDE_CPU)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x --xla_backend_optimization_level=0")
+    monkeypatch.setenv("PGTWIN_TEST_ADDED_XLA_FLAG", "1")
+    settings.pytest_configure(_config(enable=True, disable=False))
+    assert os.environ["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_cpu_prefer_vector_width=512"
+
+
+def test_a_benchmark_run_on_a_wide_cpu_keeps_a_width_the_user_set(settings, monkeypatch):
+    _pretend_cpu(monkeypatch, WIDE_CPU)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=256")
+    settings.pytest_configure(_config(enable=True, disable=False))
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_prefer_vector_width=256"
