@@ -33,6 +33,7 @@ from pgtwin_core.returns import NORMALIZE_EPS
 from pgtwin_core.rollout import Batch
 
 from pgtwin.mode_agnostic.per_sample import read_weights
+from pgtwin.mode_agnostic.step_guard import all_finite
 
 from eager.gradient_step import apply_pairs
 from eager.per_sample import sq_norms
@@ -183,8 +184,7 @@ class AllReducedPath:
             obs, actions, tf.cast(advantages, dtype), tf.cast(valid / count, dtype))
         grads = ctx.all_reduce(SUM, grads)
         loss, entropy = ctx.all_reduce(SUM, [loss, entropy])
-        finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(g)) for g in grads]
-                                        + [tf.math.is_finite(loss)]))
+        finite = all_finite(grads, loss)
         return grads, loss, entropy, tf.linalg.global_norm(grads), finite, count, baseline
 
     def _advantages(self, ctx, obs, actions, returns, valid, count):

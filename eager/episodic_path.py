@@ -21,7 +21,8 @@ from pgtwin_core.baselines.layout_path import LayoutPath
 from pgtwin.mode_agnostic.episodic_baselines import (MemoryTensors, assign_memory,
                                                      estimate_from_args, memory_from_list,
                                                      memory_list, memory_rows,
-                                                     memory_variables, read_memory)
+                                                     memory_variables, read_memory,
+                                                     rows_after, rows_held)
 
 from eager.gradient_step import guarded_apply
 from eager.per_sample import scored_deltas
@@ -77,7 +78,8 @@ class _Computation:
         # section 6 measures the difference). The memory's assignment stays outside XLA
         # (optimal_time's sums change their number of rows).
         self.step_fn = tf.function(self._step, autograph=False, jit_compile=config.jit_compile)
-        self.train_fn = tf.function(self._train, input_signature=sig, autograph=False)
+        record = [tf.TensorSpec([], tf.int32)] * 2  # the memory's rows and horizon
+        self.train_fn = tf.function(self._train, input_signature=sig + record, autograph=False)
         self.grads_fn = tf.function(self._grads, input_signature=sig, autograph=False)
         calls = {}
 
@@ -130,22 +132,29 @@ class _Computation:
         loss, grads, _, _, _, _ = self.estimate_fn(*args, *self._memory_args())
         return [loss, *grads]
 
-    def _step(self, *args):
-        """The estimate, then the guarded optimizer step: ``(loss, norm of the unclipped
-        gradient, entropy, applied, baseline, new memory..., finite)`` (XLA-compiled)."""
+    def _step(self, held, *args):
+        """The estimate, then the optimizer step guarded by ``held`` (``rows_held``) and
+        finiteness: ``(loss, norm of the unclipped gradient, entropy, applied, baseline, new
+        memory..., finite)`` (XLA-compiled)."""
         loss, grads, entropy, baseline, new, finite = self._estimate(*args)
         applied = guarded_apply(self.optimizer, self.variables, grads, loss,
-                                self.config.max_grad_norm)
+                                self.config.max_grad_norm, allowed=held)
         return loss, tf.linalg.global_norm(grads), entropy, applied, baseline, new, finite
 
     def _train(self, *args):
+        """``LayoutPath``'s ``train``: the grid's arguments, then the memory's recorded rows
+        and horizon."""
+        grid, (rows, horizon) = args[:-2], args[-2:]
+        memory = self.memory_vars.tensors()
+        held = rows_held(memory, rows, horizon)
         loss, norm, entropy, applied, baseline, new, finite = self.step_fn(
-            *args, *self._memory_args())
+            held, *grid, *memory_list(memory))
+        new, assigned = memory_from_list(new), tf.constant(False)
         if self.config.baseline_memory > 0:  # decay 0 keeps nothing: the memory stays empty
-            new = memory_from_list(new)
-            tf.cond(tf.logical_and(applied, finite),
-                    lambda: self._assigned(new), lambda: tf.constant(False))
-        return loss, norm, entropy, applied, baseline
+            assigned = tf.logical_and(applied, finite)
+            tf.cond(assigned, lambda: self._assigned(new), lambda: tf.constant(False))
+        return (loss, norm, entropy, applied, baseline, held,
+                *rows_after(memory, new, assigned))
 
     def _assigned(self, new: MemoryTensors) -> tf.Tensor:
         with tf.control_dependencies([self.memory_vars.assign(new)]):

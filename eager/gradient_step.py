@@ -15,6 +15,8 @@ import tensorflow as tf
 
 from pgtwin_core.errors import DisconnectedGradientError
 
+from pgtwin.mode_agnostic.step_guard import all_finite
+
 
 def checked_gradients(tape: tf.GradientTape, loss: tf.Tensor,
                       variables: dict[str, tf.Variable]) -> list[tf.Tensor]:
@@ -34,14 +36,15 @@ def apply_pairs(optimizer: tf.keras.optimizers.Optimizer,
 
 
 def guarded_apply(optimizer: tf.keras.optimizers.Optimizer, variables: dict[str, tf.Variable],
-                  grads: list[tf.Tensor], loss: tf.Tensor, max_grad_norm: float | None
-                  ) -> tf.Tensor:
+                  grads: list[tf.Tensor], loss: tf.Tensor, max_grad_norm: float | None,
+                  allowed: tf.Tensor | None = None) -> tf.Tensor:
     """Apply ``grads`` (clipped to ``max_grad_norm`` if set) to ``variables`` with
-    ``optimizer`` only when ``loss`` and every gradient are finite; returns that bool."""
-    finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(g)) for g in grads]
-                                    + [tf.math.is_finite(loss)]))
+    ``optimizer`` only when ``loss`` and every gradient are finite (and ``allowed``, a scalar
+    bool, if given); returns that bool."""
+    finite = all_finite(grads, loss, allowed)
     if max_grad_norm is not None:
         grads, _ = tf.clip_by_global_norm(grads, max_grad_norm)
     pairs = list(zip(grads, variables.values()))
     tf.cond(finite, lambda: apply_pairs(optimizer, pairs), lambda: tf.constant(False))
     return finite
+

@@ -21,7 +21,8 @@ from pgtwin.mode_agnostic import distributions
 from pgtwin.mode_agnostic.episodic_baselines import (MemoryTensors, assign_memory,
                                                      estimate_from_args, memory_from_list,
                                                      memory_list, memory_rows,
-                                                     memory_variables, read_memory)
+                                                     memory_variables, read_memory,
+                                                     rows_after, rows_held)
 
 from legacy_graph.gradient_step import checked_gradients, guarded_apply
 from legacy_graph.per_sample import layer_deltas, xla_compiled
@@ -85,7 +86,11 @@ class _Computation:
                          tf1.placeholder(dt, [], name="num_steps"),
                          tf1.placeholder(dt, [], name="scale"),
                          tf1.placeholder(tf.int32, [], name="horizon")]
-                memory_in = memory_list(self.memory_vars.tensors())
+                record = [tf1.placeholder(tf.int32, [], name="held_rows"),
+                          tf1.placeholder(tf.int32, [], name="held_horizon")]
+                read = self.memory_vars.tensors()
+                memory_in = memory_list(read)
+                held = rows_held(read, *record)
                 outputs = (xla_compiled(self._estimate, feeds + memory_in) if config.jit_compile
                            else self._estimate(*feeds, *memory_in))
                 loss, entropy, baseline, finite = outputs[:4]
@@ -93,20 +98,21 @@ class _Computation:
                 grads = list(outputs[4:4 + n])
                 new = memory_from_list(outputs[4 + n:])
                 train_op, applied = guarded_apply(agent.optimizer, self.variables, grads, loss,
-                                                  config.max_grad_norm)
-                targets = [train_op]
+                                                  config.max_grad_norm, allowed=held)
+                targets, assigned = [train_op], tf.constant(False)
                 if config.baseline_memory > 0:  # decay 0 keeps nothing: the memory stays empty
+                    assigned = tf.logical_and(applied, finite)
                     with tf.control_dependencies([train_op]):
-                        targets.append(tf1.cond(tf.logical_and(applied, finite),
-                                                lambda: self._assigned(new),
+                        targets.append(tf1.cond(assigned, lambda: self._assigned(new),
                                                 lambda: tf.constant(False)))
-                metrics = [loss, tf.linalg.global_norm(grads), entropy, applied, baseline]
+                metrics = [loss, tf.linalg.global_norm(grads), entropy, applied, baseline, held,
+                           *rows_after(read, new, assigned)]
             self._init = tf1.variables_initializer(list(self.memory_vars.vars.values()))
         self.session.run(self._init)
         self._rows_call = (None if rows is None
                            else direct_callable(self.session, list(rows), [], caller_thread=True))
         self._estimate_call = direct_callable(self.session, [loss, *grads], feeds)
-        train = direct_callable(self.session, metrics, feeds, targets=targets)
+        train = direct_callable(self.session, metrics, feeds + record, targets=targets)
         self.path = LayoutPath(config, spec, agent.dist_params, memory, list(self.variables),
                                train=train,
                                estimate=lambda *a: _split(self._estimate_call(*a)))

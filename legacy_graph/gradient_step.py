@@ -15,6 +15,8 @@ import tensorflow as tf
 
 from pgtwin_core.errors import DisconnectedGradientError
 
+from pgtwin.mode_agnostic.step_guard import all_finite
+
 
 class GivenGradientApply(NamedTuple):
     """A guarded optimizer step fed its gradients: ``placeholders`` by canonical variable
@@ -36,15 +38,15 @@ def checked_gradients(loss: tf.Tensor, variables: dict[str, tf.Variable]) -> lis
 
 
 def guarded_apply(optimizer: tf.compat.v1.train.Optimizer, variables: dict[str, tf.Variable],
-                  grads: list[tf.Tensor], loss: tf.Tensor, max_grad_norm: float | None
-                  ) -> tuple[tf.Operation, tf.Tensor]:
+                  grads: list[tf.Tensor], loss: tf.Tensor, max_grad_norm: float | None,
+                  allowed: tf.Tensor | None = None) -> tuple[tf.Operation, tf.Tensor]:
     """An op applying ``grads`` (clipped to ``max_grad_norm`` if set) to ``variables`` with
-    ``optimizer``, only when ``loss`` and every gradient are finite.
+    ``optimizer``, only when ``loss`` and every gradient are finite (and ``allowed``, a
+    scalar bool, if given).
 
     Returns ``(op, applied)``: ``applied`` is the scalar bool the op is guarded by.
     """
-    finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(g)) for g in grads]
-                                    + [tf.math.is_finite(loss)]))
+    finite = all_finite(grads, loss, allowed)
     if max_grad_norm is not None:
         grads, _ = tf.clip_by_global_norm(grads, max_grad_norm)
     pairs = list(zip(grads, variables.values()))
@@ -54,3 +56,4 @@ def guarded_apply(optimizer: tf.compat.v1.train.Optimizer, variables: dict[str, 
     optimizer._prepare()  # noqa: SLF001 (TensorFlow's own)
     op = tf.cond(finite, lambda: tf.group(optimizer.apply_gradients(pairs)), lambda: tf.no_op())
     return op, finite
+

@@ -183,8 +183,19 @@ class HeldMemory:
       read: ``() -> {num, den, sum_r, count[, horizon]}``, the variables' numpy values.
       write: ``({num, den, sum_r, count[, horizon]}) -> None``, assigns them.
       read_rows: ``() -> (rows of num, horizon)`` for ``optimal_time``, read without the
-        sums: every update asks (:meth:`held_rows`), and ``read`` copies the ``[H, P]`` sums
-        out of TensorFlow. None: taken from ``read``.
+        sums (``read`` copies the ``[H, P]`` sums out of TensorFlow). None: taken from
+        ``read``.
+
+    ``optimal_time``'s ``(rows, horizon)`` are kept as a record (:meth:`held_rows`): every
+    update lays its grid out for them, and reading them back costs a TensorFlow call after
+    each update (an eager one costs about as much as the layout's numpy). The record is
+    what this object last wrote or read, or what the update's computation reported it left
+    (:meth:`remember_rows`). Anything else may write the variables (a checkpoint restore, a
+    user's assign), so the record is a claim, not a fact: the update's computation compares
+    it with the variables and applies nothing where they differ
+    (``pgtwin/mode_agnostic/episodic_baselines.rows_held``), and the path then forgets it
+    (:meth:`forget_rows`) and updates again from a fresh read
+    (``pgtwin_core.baselines.layout_path.LayoutPath.update``).
     """
 
     in_agent_checkpoint = True
@@ -193,7 +204,8 @@ class HeldMemory:
     def __init__(self, decay: float, baseline: str, width: int, read, write, read_rows=None):
         self.decay = check_decay(decay)
         self.kind, self.width = MEMORY_KINDS[baseline], int(width)
-        self._read, self._write, self._read_rows = read, write, read_rows
+        self._read, self._write_variables, self._read_rows = read, write, read_rows
+        self._rows: tuple[int, int] | None = None
 
     def _values(self) -> dict[str, np.ndarray]:
         values = {k: np.array(v, np.float64) for k, v in self._read().items()}
@@ -218,15 +230,33 @@ class HeldMemory:
         return self.held_rows()[1]
 
     def held_rows(self) -> tuple[int, int]:
-        """``(rows stored, horizon)`` of ``optimal_time``'s sums, read together; ``(0, 0)``
-        for the other kinds. Rows past ``horizon`` are padding (:meth:`widen`)."""
+        """``(rows stored, horizon)`` of ``optimal_time``'s sums: the record (class doc),
+        read from the variables where there is none; ``(0, 0)`` for the other kinds. Rows
+        past ``horizon`` are padding (:meth:`widen`)."""
         if self.kind != "time":
             return 0, 0
-        if self._read_rows is not None:
-            rows, horizon = self._read_rows()
-            return int(rows), int(horizon)
-        values = self._read()
-        return int(np.shape(values["num"])[0]), int(values["horizon"])
+        if self._rows is None:
+            if self._read_rows is not None:
+                rows, horizon = self._read_rows()
+            else:
+                values = self._read()
+                rows, horizon = np.shape(values["num"])[0], values["horizon"]
+            self._rows = int(rows), int(horizon)
+        return self._rows
+
+    def remember_rows(self, rows: int, horizon: int) -> None:
+        """Record ``(rows, horizon)`` as what the variables hold: what an update's computation
+        reported it left them with."""
+        if self.kind == "time":
+            self._rows = int(rows), int(horizon)
+
+    def forget_rows(self) -> None:
+        """Drop the record: the next :meth:`held_rows` reads the variables."""
+        self._rows = None
+
+    def _write(self, values: dict[str, np.ndarray]) -> None:
+        self._write_variables(values)
+        self._rows = None
 
     def widen(self, rows: int) -> None:
         """``optimal_time``: the stored sums continued to ``rows`` rows, as the update's
@@ -252,6 +282,7 @@ class HeldMemory:
         self._write({**values, "num": np.concatenate([values["num"], zeros(values["num"])]),
                      "den": np.concatenate([den, tail]),
                      "sum_r": np.concatenate([values["sum_r"], zeros(values["sum_r"])])})
+        self.remember_rows(rows, int(values["horizon"]))
 
     def state(self) -> dict[str, np.ndarray]:
         """``BaselineMemory.state``'s arrays (empty while empty)."""

@@ -19,6 +19,7 @@ import pytest
 
 from pgtwin_core import baselines as bl
 from pgtwin_core.baseline_memory import BaselineMemory, EpisodeSums, HeldMemory
+from pgtwin_core.baselines.layout_path import LayoutPath
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.rollout import Batch
 from pgtwin_core.specs import PolicySpec
@@ -296,6 +297,57 @@ def test_widen_continues_the_sums_as_the_computation_does():
     assert memory.state() == {}
 
 
+def test_the_record_of_the_rows_is_read_once_and_kept_until_a_write():
+    """``held_rows`` reads the rows once and then answers from its record: what an update
+    reported (``remember_rows``), what ``widen`` wrote; a write through the memory
+    (``load_state``) or ``forget_rows`` makes the next call read again."""
+    store = {"num": np.zeros((3, 2)), "den": np.zeros((3, 2)), "sum_r": np.zeros((3, 1)),
+             "count": np.float64(1.0), "horizon": np.int32(2)}
+    reads = []
+
+    def read_rows():
+        reads.append(1)
+        return store["num"].shape[0], int(store["horizon"])
+
+    memory = HeldMemory(0.5, "optimal_time", 2, lambda: dict(store), store.update, read_rows)
+    assert memory.held_rows() == (3, 2) and memory.held_rows() == (3, 2) and len(reads) == 1
+    memory.remember_rows(8, 5)
+    assert memory.held_rows() == (8, 5) and len(reads) == 1
+    memory.forget_rows()
+    assert memory.held_rows() == (3, 2) and len(reads) == 2
+    memory.widen(6)  # reads the full values, not read_rows, and records what it wrote
+    assert store["num"].shape[0] == 6 and memory.held_rows() == (6, 2) and len(reads) == 2
+    memory.load_state({})
+    assert memory.held_rows() == (0, 0) and len(reads) == 3
+    other = HeldMemory(0.5, "optimal_per_param", 2, lambda: dict(store), store.update)
+    other.remember_rows(4, 4)
+    assert other.held_rows() == (0, 0)
+
+
+def test_an_update_whose_record_is_stale_twice_applies_nothing_and_says_why():
+    """The path redoes an update once after a stale record (the memory written behind its
+    back); a second mismatch means something writes the memory meanwhile: an error."""
+    spec = KINDS["categorical_mlp"]
+    config = ReinforceConfig(baseline="optimal_time", baseline_memory=0.5, num_envs=3,
+                             num_steps=20)
+    # 16 rows: wider than this batch's grid, so the path does not widen (which reads the sums)
+    store = HeldMemory(0.5, "optimal_time", 2, lambda: {}, lambda values: None,
+                       lambda: (16, 3))
+    calls = []
+
+    def train(*args):
+        calls.append(tuple(int(x) for x in args[-2:]))
+        return 0.0, 0.0, 0.0, False, 0.0, False, 0, 0
+
+    path = LayoutPath(config, spec, None, store, [], train=train, estimate=None)
+    batch = episodic_batch(spec, 20, 3, seed=22).batch
+    with pytest.raises(RuntimeError, match=r"baseline='optimal_time': the memory's variables "
+                                           r"changed while the update ran, twice .* nothing "
+                                           r"was applied"):
+        path.update(batch)
+    assert calls == [(16, 3), (16, 3)]
+
+
 def held_memory(store: dict):
     """A ``HeldMemory`` of ``optimal_time`` over P = 2 weights, held in ``store``."""
     return HeldMemory(0.5, "optimal_time", 2, lambda: dict(store), store.update)
@@ -303,10 +355,10 @@ def held_memory(store: dict):
 
 @pytest.mark.parametrize("impl", ("graph", "eager"))
 def test_the_twins_read_the_rows_as_the_full_values_give_them(impl):
-    """``held_rows`` reads ``optimal_time``'s rows and horizon without the sums (the twins'
-    ``read_rows``): the same pair as a ``HeldMemory`` over the twin's full ``read`` gives,
-    empty and after each update (the first widens an empty memory, the second a narrower
-    one)."""
+    """``held_rows`` gives ``optimal_time``'s rows and horizon without the sums (the twins'
+    ``read_rows``, then the record each update's computation reports): the same pair as a
+    ``HeldMemory`` over the twin's full ``read`` reads, empty and after each update (the
+    first widens an empty memory, the second a narrower one)."""
     spec = KINDS["categorical_mlp"]
     config = ReinforceConfig(dtype="float64", baseline="optimal_time", baseline_memory=0.7,
                              optimizer="sgd", num_envs=3, num_steps=20)
@@ -314,12 +366,17 @@ def test_the_twins_read_the_rows_as_the_full_values_give_them(impl):
     memory = agent.update_path.memory
     from_values = HeldMemory(0.7, "optimal_time", memory.width, memory._read,  # noqa: SLF001
                              memory._write)  # noqa: SLF001
+
+    def read_now():
+        from_values.forget_rows()
+        return from_values.held_rows()
+
     seen = [memory.held_rows()]
     for seed in (22, 21):
-        assert memory.held_rows() == from_values.held_rows()
+        assert memory.held_rows() == read_now()
         assert agent.update(episodic_batch(spec, 20, 3, seed=seed).batch)["applied"]
         seen.append(memory.held_rows())
-    assert memory.held_rows() == from_values.held_rows()
+    assert memory.held_rows() == read_now()
     agent.close()
     # Empty: no row; then the grids' widths (8, then 16 cells) with the longest episode.
     assert seen[0] == (0, 0) and 0 < seen[1][1] <= seen[1][0] < seen[2][0], seen

@@ -147,6 +147,42 @@ def test_memory_variables_travel_with_the_agent_checkpoint(impl, tmp_path):
     fresh.close()
 
 
+@pytest.mark.parametrize("impl,xla", [("graph", False), ("eager", True)])
+def test_an_update_after_the_memory_was_restored_behind_the_paths_back(impl, xla, tmp_path):
+    """``optimal_time``'s record of the memory's rows (``HeldMemory.held_rows``) goes stale
+    when a checkpoint is restored into an agent that has updated: here it says 16 rows and
+    horizon 12 (the third batch's grid) while the restored variables hold 24 rows and horizon
+    23 (the first batch's). Laid out for the record, the update would cut the memory to 16
+    rows; the computation finds the mismatch, applies nothing, and the path updates again
+    from a fresh read. The oracle is the agent the checkpoint came from, updated on the
+    same batch: the same twin from the same state, so metrics, weights and memory agree."""
+    spec = KINDS["categorical_mlp"]
+    config = config_for("optimal_time", jit_compile=xla)
+    first, _, third = batches(spec)
+    source = agent_class(impl)(spec, config, weights=random_weights(spec, seed=9))
+    stale = agent_class(impl)(spec, config, weights=random_weights(spec, seed=10))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FewEpisodesWarning)
+        assert source.update(first)["applied"]
+        source.save(str(tmp_path / "ckpt"))
+        assert stale.update(third)["applied"]
+        assert stale.update_path.memory.held_rows() == (16, 12)
+        stale.restore(str(tmp_path / "ckpt"))
+        got, want = stale.update(third), source.update(third)
+    assert got["applied"] and want["applied"]
+    for key in ("loss", "grad_norm", "entropy", "baseline"):
+        assert_close(got[key], want[key], f"{impl}: {key}")
+    for name, value in source.get_weights().items():
+        assert_close(stale.get_weights()[name], value, f"{impl}: weights {name}")
+    mine, theirs = stale.baseline_memory.state(), source.baseline_memory.state()
+    assert mine["num"].shape[0] == 23
+    for key in theirs:
+        assert_close(mine[key], theirs[key], f"{impl}: memory.{key}")
+    assert stale.update_path.memory.held_rows() == (24, 23)
+    source.close()
+    stale.close()
+
+
 @pytest.mark.parametrize("impl", ("graph", "eager"))
 def test_an_old_run_directory_resumes_its_memory_from_the_npz(impl, tmp_path):
     """Before the memory was the agent's, ``agent/`` held only the policy and the optimizer

@@ -114,6 +114,29 @@ def memory_rows(variables: dict[str, tf.Variable]) -> tuple[tf.Tensor, tf.Tensor
             variables["horizon"].read_value())
 
 
+def rows_held(memory: MemoryTensors, rows: tf.Tensor, horizon: tf.Tensor) -> tf.Tensor:
+    """Whether ``optimal_time``'s ``memory`` (as read for this update) has ``rows`` rows and
+    horizon ``horizon`` (int32 scalars): the host's record the grid was laid out for
+    (``HeldMemory.held_rows``), which a write it did not see (a checkpoint restore) leaves
+    stale. A scalar bool; true for the other baselines, whose sums have a fixed shape."""
+    if memory.horizon is None:
+        return tf.constant(True)
+    return tf.logical_and(tf.equal(tf.shape(memory.num)[0], rows),
+                          tf.equal(memory.horizon, horizon))
+
+
+def rows_after(memory: MemoryTensors, new: MemoryTensors, assigned: tf.Tensor
+               ) -> tuple[tf.Tensor, tf.Tensor]:
+    """``optimal_time``'s ``(rows, horizon)`` (int32 scalars) in the memory's variables after
+    an update that read ``memory`` and assigned ``new`` where ``assigned``: what the host
+    records for the next update (``HeldMemory.remember_rows``), so that it need not read
+    them. Zeros for the other baselines."""
+    if memory.horizon is None:
+        return tf.constant(0), tf.constant(0)
+    return (tf.where(assigned, tf.shape(new.num)[0], tf.shape(memory.num)[0]),
+            tf.where(assigned, new.horizon, memory.horizon))
+
+
 def assign_memory(variables: dict[str, tf.Variable], new: MemoryTensors) -> tf.Operation:
     """Assign :class:`MemoryTensors` to the memory variables."""
     values = dict(zip(MEMORY_FIELDS, (new.num, new.den, new.sum_r, new.count)))

@@ -71,8 +71,12 @@ class LayoutPath:
       policy: the rollout's ``policy_fn`` (the agent's ``dist_params``).
       memory: the memory the twin holds in its variables (``HeldMemory``).
       names: the weights' names, in the order of the computation's gradients.
-      train: ``(*layout_args) -> (loss, grad_norm, entropy, applied, baseline)``: one guarded
-        optimizer step that also updates the memory when applied.
+      train: ``(*layout_args, rows, horizon) -> (loss, grad_norm, entropy, applied, baseline,
+        held, rows after, horizon after)``: one guarded optimizer step that also updates the
+        memory when applied. ``rows, horizon`` (int32) are ``memory.held_rows()``, the record
+        the grid was laid out for; ``held`` says whether the memory's variables matched it
+        (``optimal_time``; always true for the other baselines), and nothing is applied where
+        they did not. ``rows after, horizon after``: what the variables hold after the step.
       estimate: ``(*layout_args) -> (loss, [grads])``: the loss and its gradient, nothing
         changed.
     """
@@ -112,6 +116,9 @@ class LayoutPath:
         return layout
 
     def _args(self, batch: Batch) -> tuple[np.ndarray, ...]:
+        """The estimate's arguments, laid out for the memory's rows as read now: the estimate
+        has no check of the record (:class:`HeldMemory`) and is no hot path."""
+        self.memory.forget_rows()
         return layout_args(self.layout(batch), self.config.dtype)
 
     def loss_value(self, batch: Batch) -> float:
@@ -127,11 +134,22 @@ class LayoutPath:
     def update(self, batch: Batch) -> dict[str, Any]:
         """One optimizer step; metrics add ``baseline`` and ``episodes``. A batch without a
         complete episode skips it (weights, optimizer and memory untouched)."""
-        try:
-            layout = self.layout(batch)
-        except NoCompleteEpisodeError:
-            return skipped_update_metrics()
-        loss, norm, ent, applied, b = self._train(*layout_args(layout, self.config.dtype))
-        return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
-                "applied": bool(applied), "baseline": float(b),
-                "episodes": layout.num_episodes}
+        for _ in range(2):  # a second time after a stale record of the memory's rows
+            try:
+                layout = self.layout(batch)
+            except NoCompleteEpisodeError:
+                return skipped_update_metrics()
+            rows, horizon = self.memory.held_rows()
+            loss, norm, ent, applied, b, held, rows_after, horizon_after = self._train(
+                *layout_args(layout, self.config.dtype), np.int32(rows), np.int32(horizon))
+            if bool(held):
+                self.memory.remember_rows(int(rows_after), int(horizon_after))
+                return {"loss": float(loss), "grad_norm": float(norm), "entropy": float(ent),
+                        "applied": bool(applied), "baseline": float(b),
+                        "episodes": layout.num_episodes}
+            self.memory.forget_rows()  # written behind the path's back: read them again
+        raise RuntimeError(
+            f"baseline={self.config.baseline!r}: the memory's variables changed while the "
+            "update ran, twice (something else writes baseline_memory/num or /horizon at the "
+            "same time, another thread?): nothing was applied. Update the agent from one "
+            "thread at a time")
