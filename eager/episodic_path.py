@@ -7,7 +7,10 @@ around the forward pass over the grid's cells, the estimate and the guarded opti
 (``guarded_apply``) as one ``tf.function(jit_compile=True)`` (compiled once per grid shape;
 the shapes are bucketed), and an outer ``tf.function`` (one trace: every dimension dynamic)
 that reads the memory variables, runs that computation, and assigns the new memory when the
-step was applied. The memory variables (``MemoryVariables``) are the agent's: its
+step was applied. For ``optimal_time`` that function also checks the rows and horizon the grid
+was laid out for against the variables (``rows_held``: the step is not applied where they
+differ) and reports what the variables hold after it (``rows_after``), so that the next
+update need not read them (``HeldMemory.held_rows``). The memory variables (``MemoryVariables``) are the agent's: its
 ``tf.train.Checkpoint`` saves them (``LayoutPath.checkpointed``).
 """
 from __future__ import annotations

@@ -47,4 +47,3 @@ def guarded_apply(optimizer: tf.keras.optimizers.Optimizer, variables: dict[str,
     pairs = list(zip(grads, variables.values()))
     tf.cond(finite, lambda: apply_pairs(optimizer, pairs), lambda: tf.constant(False))
     return finite
-

@@ -56,4 +56,3 @@ def guarded_apply(optimizer: tf.compat.v1.train.Optimizer, variables: dict[str, 
     optimizer._prepare()  # noqa: SLF001 (TensorFlow's own)
     op = tf.cond(finite, lambda: tf.group(optimizer.apply_gradients(pairs)), lambda: tf.no_op())
     return op, finite
-
