@@ -226,7 +226,9 @@ class HeldMemory:
 
     @property
     def horizon(self) -> int:
-        """H of the time-indexed sums held (0 if none)."""
+        """H of the time-indexed sums held (0 if none), read from the variables (the record
+        serves the update, which checks it)."""
+        self.forget_rows()
         return self.held_rows()[1]
 
     def held_rows(self) -> tuple[int, int]:

@@ -300,7 +300,8 @@ def test_widen_continues_the_sums_as_the_computation_does():
 def test_the_record_of_the_rows_is_read_once_and_kept_until_a_write():
     """``held_rows`` reads the rows once and then answers from its record: what an update
     reported (``remember_rows``), what ``widen`` wrote; a write through the memory
-    (``load_state``) or ``forget_rows`` makes the next call read again."""
+    (``load_state``) or ``forget_rows`` makes the next call read again. The public
+    ``horizon`` always reads."""
     store = {"num": np.zeros((3, 2)), "den": np.zeros((3, 2)), "sum_r": np.zeros((3, 1)),
              "count": np.float64(1.0), "horizon": np.int32(2)}
     reads = []
@@ -319,6 +320,8 @@ def test_the_record_of_the_rows_is_read_once_and_kept_until_a_write():
     assert store["num"].shape[0] == 6 and memory.held_rows() == (6, 2) and len(reads) == 2
     memory.load_state({})
     assert memory.held_rows() == (0, 0) and len(reads) == 3
+    memory.remember_rows(9, 7)  # a stale record: the public horizon reads the variables
+    assert memory.horizon == 0 and len(reads) == 4
     other = HeldMemory(0.5, "optimal_per_param", 2, lambda: dict(store), store.update)
     other.remember_rows(4, 4)
     assert other.held_rows() == (0, 0)
