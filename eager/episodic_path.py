@@ -2,16 +2,17 @@
 ``legacy_graph/episodic_path.py``.
 
 The math is ``pgtwin.mode_agnostic.episodic_baselines`` on the grid of
-``pgtwin_core.baselines.episode_layout``; this twin's own part is how it runs: a ``GradientTape``
-around the forward pass over the grid's cells, the estimate and the guarded optimizer step
-(``guarded_apply``) as one ``tf.function(jit_compile=True)`` (compiled once per grid shape;
-the shapes are bucketed), and an outer ``tf.function`` (one trace: every dimension dynamic)
-that reads the memory variables, runs that computation, and assigns the new memory when the
-step was applied. For ``optimal_time`` that function also checks the rows and horizon the grid
-was laid out for against the variables (``rows_held``: the step is not applied where they
-differ) and reports what the variables hold after it (``rows_after``), so that the next
-update need not read them (``HeldMemory.held_rows``). The memory variables (``MemoryVariables``) are the agent's: its
-``tf.train.Checkpoint`` saves them (``LayoutPath.checkpointed``).
+``pgtwin_core.baselines.episode_layout``; this twin's own part is how it runs: a
+``GradientTape`` around the forward pass over the grid's cells, the estimate and the guarded
+optimizer step (``guarded_apply``) as one ``tf.function(jit_compile=True)`` (compiled once per
+grid shape; the shapes are bucketed), and an outer ``tf.function`` (one trace: every dimension
+dynamic) that reads the memory variables, runs that computation, and assigns the new memory
+when the step was applied. For ``optimal_time`` that function also checks the rows and horizon
+the grid was laid out for against the variables (``rows_held``: the step is not applied where
+they differ) and reports what the variables hold after it (``rows_after``), so that the next
+update need not read them (``HeldMemory.held_rows``). The memory variables
+(``MemoryVariables``) are the agent's: its ``tf.train.Checkpoint`` saves them
+(``LayoutPath.checkpointed``).
 """
 from __future__ import annotations
 

@@ -6,10 +6,10 @@ The math is ``pgtwin.mode_agnostic.episodic_baselines`` on the grid of
 the grid, one ``tf.gradients`` backward pass over its cells (``per_sample.layer_deltas``), the
 estimate built by ``xla_compiled`` (TF1's ``tf.xla.experimental.compile``: one cluster,
 compiled once per grid shape), then plain graph ops for the guarded optimizer step and the
-memory's assignment under ``tf.cond(applied)``, all in one Session call. For
-``optimal_time`` the step is also guarded by the check of the rows and horizon the grid was
-laid out for (``rows_held``), and the call reports what the variables hold after it
-(``rows_after``), so that the next update need not read them (``HeldMemory.held_rows``). The memory variables
+memory's assignment under ``tf.cond(applied)``, all in one Session call. For ``optimal_time``
+the step is also guarded by the check of the rows and horizon the grid was laid out for
+(``rows_held``), and the call reports what the variables hold after it (``rows_after``), so
+that the next update need not read them (``HeldMemory.held_rows``). The memory variables
 (``baseline_memory/num`` ...) live in the agent's graph; the agent's ``Saver`` saves them.
 """
 from __future__ import annotations

@@ -149,7 +149,7 @@ class LayoutPath:
                         "episodes": layout.num_episodes}
             self.memory.forget_rows()  # written behind the path's back: read them again
         raise RuntimeError(
-            f"baseline={self.config.baseline!r}: the memory's variables changed while the "
-            "update ran, twice (something else writes baseline_memory/num or /horizon at the "
-            "same time, another thread?): nothing was applied. Update the agent from one "
-            "thread at a time")
+            f"baseline={self.config.baseline!r}: something else writes the memory's variables "
+            "(baseline_memory/num or /horizon) while this agent updates, another thread?: "
+            "they changed under two updates in a row, and nothing was applied. Update the "
+            "agent from one thread at a time")
