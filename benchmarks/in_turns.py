@@ -4,7 +4,10 @@ pytest-benchmark times the variants of a group one after another, so the machine
 between them enters their ratios (docs/benchmarks.md sections 3 and 6: on a shared VM two
 sequential runs of one group have read the same ratio 1.7x apart). Here each round times
 every variant once, for ``calls`` calls, so each round sees all of them on the same machine,
-and a variant's figure is the median of its round medians.
+and a variant's figure is the median of its round medians. The ratio to the reference is
+printed twice: the ratio of those medians, and the median of the rounds' own ratios, which
+keeps a slow stretch of the machine that spans one round out of the ratio (docs/benchmarks.md
+section 6, twenty-third session: on a VM whose rounds of one variant ranged 2x).
 """
 from __future__ import annotations
 
@@ -66,11 +69,27 @@ def summary(rounds: dict[Key, list[float]],
             for (twin, variant), m in medians.items()]
 
 
+def round_ratios(rounds: dict[Key, list[float]], reference: str) -> dict[Key, float]:
+    """``{key: median over the rounds of (the key's round / the same twin's reference's
+    round)}``, for each key of ``rounds`` whose twin has a ``reference`` entry timed in as
+    many rounds."""
+    out = {}
+    for (twin, variant), values in rounds.items():
+        base = rounds.get((twin, reference))
+        if base is not None and len(base) == len(values):
+            out[(twin, variant)] = statistics.median(v / b for v, b in zip(values, base))
+    return out
+
+
 def print_summary(rounds: dict[Key, list[float]], reference: str) -> None:
-    """One line per entry of :func:`summary`, with its rounds, then the load average."""
+    """One line per entry of :func:`summary`, with the median of its rounds' own ratios
+    (:func:`round_ratios`) and its rounds, then the load average."""
+    per_round = round_ratios(rounds, reference)
     for twin, variant, ms, ratio in summary(rounds, reference):
         shown = " ".join(f"{x:.2f}" for x in rounds[(twin, variant)])
         versus = "" if ratio is None else f"  {ratio:5.2f}x {reference}"
+        if (twin, variant) in per_round:
+            versus += f" (per round {per_round[(twin, variant)]:5.2f}x)"
         print(f"{twin:6} {variant:24} {ms:7.2f} ms{versus}   rounds: {shown}")
     print("load average (1/5/15 min):", os.getloadavg())
 

@@ -61,4 +61,23 @@ def test_the_report_prints_each_variant_against_the_reference(monkeypatch, capsy
     assert rounds[("graph", "analytic")] == pytest.approx([3.0, 3.0])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "B = 2048, 2 rounds of 3 calls each, in turns"
-    assert "3.00 ms   1.50x floor" in lines[2]
+    assert "3.00 ms   1.50x floor (per round  1.50x)" in lines[2]
+
+
+def test_the_median_of_the_rounds_own_ratios():
+    # By hand: round ratios 8/2 = 4, 12/3 = 4, 10/5 = 2 -> median 4.0; the ratio of the
+    # medians is 10 / 3 = 3.33x, which the slow third round's reference pulls down.
+    rounds = {("graph", "none"): [2.0, 3.0, 5.0], ("graph", "optimal_time"): [8.0, 12.0, 10.0],
+              ("eager", "optimal_time"): [1.0]}  # no reference of its own: left out
+    got = in_turns.round_ratios(rounds, "none")
+    assert got == {("graph", "none"): 1.0, ("graph", "optimal_time"): 4.0}
+    assert in_turns.summary(rounds, "none")[1][3] == pytest.approx(10.0 / 3.0)
+
+
+def test_rounds_of_another_count_than_the_reference_get_no_round_ratio(capsys):
+    rounds = {("graph", "none"): [2.0, 2.0], ("graph", "b"): [3.0]}
+    assert in_turns.round_ratios(rounds, "none") == {("graph", "none"): 1.0}
+    in_turns.print_summary(rounds, "none")
+    lines = capsys.readouterr().out.splitlines()
+    assert "1.50x none   rounds: 3.00" in lines[1]  # the ratio of medians only
+    assert "(per round  1.00x)" in lines[0]
