@@ -9,8 +9,9 @@ its square and the ascent's terms, every step, over ``[E, *shape]``), and on the
 with AVX-512 this project is measured on, 512-bit vectors made that update faster; the other
 XLA-compiled paths (the rollout's policy, the per-sample gradients) did not move
 (docs/benchmarks.md section 6). On the one Intel CPU with AVX-512 measured (a Xeon with
-AMX) it made no difference, so the command line adds it on AMD CPUs with AVX-512 only. A flag the user already set in
-``XLA_FLAGS`` is kept as it is (``--xla_cpu_prefer_vector_width=256`` keeps XLA's default).
+AMX) it made no difference, so the command line adds it on AMD CPUs with AVX-512 only. A
+flag the user already set in ``XLA_FLAGS`` is kept as it is
+(``--xla_cpu_prefer_vector_width=256`` keeps XLA's default).
 
 XLA reads ``XLA_FLAGS`` once, when the process compiles its first computation, so this has
 to run before that; in a library user's process the flags are theirs to choose.
