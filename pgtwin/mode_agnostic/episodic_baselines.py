@@ -35,7 +35,8 @@ import tensorflow as tf
 
 from pgtwin_core.specs import PolicySpec
 
-from pgtwin.mode_agnostic.grouped_terms import GROUP, grouped_ascent_terms, pad_episodes
+from pgtwin.mode_agnostic.grouped_terms import (GROUP, grouped_ascent_terms, grouped_sums,
+                                                 pad_episodes, weighted_sums)
 from pgtwin.mode_agnostic.grouped_terms import expand_to_rank as _expand
 from pgtwin.mode_agnostic.loss import reinforce_loss
 from pgtwin.mode_agnostic.per_sample import LayerDeltas, weighted_gradient
@@ -355,25 +356,12 @@ def _step_score(a: tf.Tensor | None, d: tf.Tensor) -> tf.Tensor:
     return a[:, :, None] * d[:, None, :]
 
 
-def _weighted_sums(rows: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
-    """``[R, *shape]``: ``out[r] = sum_e rows[r, e] x[e]``, ``rows [R, E]`` (R >= 2), ``x
-    [E, *shape]``, as one matrix product over x's flattened elements.
-
-    Why a matrix product and not ``reduce_sum``: XLA's CPU code for a sum over more than 32
-    leading rows is a reduce window and a reduce, which read each column with a stride and
-    need their operand written out first; the product runs in the CPU's matrix kernel, which
-    reads x once. ``R >= 2`` keeps it a product: XLA rewrites one with a single row into that
-    same sum (docs/benchmarks.md section 6 has the measurements)."""
-    flat = tf.reshape(x, tf.stack([tf.shape(x)[0], -1]))
-    out = tf.matmul(rows, flat)
-    return tf.reshape(out, tf.concat([tf.shape(rows)[:1], tf.shape(x)[1:]], 0))
-
-
 def _time(spec, traced, ep, memory):
     """``optimal_time`` by one pass along the grid's time axis: at step l, ``psi_l = psi_{l-1}
     + g_l`` for every episode ``[E, P]`` (the numpy reference's order of additions), the
-    step's two sums over the episodes (``sum_e psi^2 a_l`` and ``sum_e psi^2``, one
-    :func:`_weighted_sums` with the rows ``[a_l; 1]``), and the ascent's terms with their
+    step's two sums over the episodes (``sum_e psi^2 a_l`` and ``sum_e psi^2``, summed per
+    group of ``GROUP`` episodes and then over the groups: ``grouped_sums``), and the
+    ascent's terms with their
     leave-one-out ratios, added up per group of ``GROUP`` episodes with one division a group
     (``grouped_terms``; E padded with zero episodes to a multiple of GROUP) into a carry
     ``[E / GROUP, P]``, summed over the groups once after the loop (a sum over the episodes
@@ -403,14 +391,12 @@ def _time(spec, traced, ep, memory):
     def body(l, psis, ascents, nums, dens):
         ar_l = ar[:, l]
         fallback = _safe_div(total_r[l, 0] - ar_l, count - 1.0)  # [E]
-        rows = tf.stack([ar_l, tf.ones_like(ar_l)])  # [2, E]
         m_num, m_den = _split(memory.num[l], spec, 0), _split(memory.den[l], spec, 0)
         out = ([], [], [], [])
         for c, (a, d), psi, asc in zip(carries, pieces, psis, ascents):
             psi = psi + _step_score(None if a is None else a[:, l], d[:, l])
             sq = tf.square(psi)
-            sums = _weighted_sums(rows, sq)
-            num, den = sums[0], sums[1]
+            num, den = grouped_sums(psi, ar_l)
             terms = grouped_ascent_terms(psi, sq, ar_l, num + rows_of(c, m_num[c.weight], 0),
                                          den + rows_of(c, m_den[c.weight], 0), fallback)
             for acc, x in zip(out, (psi, asc + terms, num, den)):
@@ -426,7 +412,7 @@ def _time(spec, traced, ep, memory):
                for c in carries] for _ in range(2)]
     loop = tf.while_loop(lambda l, *_: l < horizon, body, (tf.constant(0), *zeros, *arrays))
     ones = tf.ones(tf.stack([2, num_episodes // GROUP]), ar.dtype)
-    ascent = joined([_weighted_sums(ones, per_group)[0] for per_group in loop[2]], carries, 0)
+    ascent = joined([weighted_sums(ones, per_group)[0] for per_group in loop[2]], carries, 0)
     s_num, s_den = (_flat(joined([ta.stack() for ta in tas], carries, 1), 1)
                     for tas in loop[3:])  # [H, P]
     plug = _plug_in(s_num + memory.num, s_den + memory.den, total_r, count)
