@@ -361,26 +361,22 @@ def _time(spec, traced, ep, memory):
     + g_l`` for every episode ``[E, P]`` (the numpy reference's order of additions), the
     step's two sums over the episodes (``sum_e psi^2 a_l`` and ``sum_e psi^2``, summed per
     group of ``GROUP`` episodes and then over the groups: ``grouped_sums``), and the
-    ascent's terms with their
-    leave-one-out ratios, added up per group of ``GROUP`` episodes with one division a group
-    (``grouped_terms``; E padded with zero episodes to a multiple of GROUP) into a carry
-    ``[E / GROUP, P]``, summed over the groups once after the loop (a sum over the episodes
-    at every step would be one more pass a step). Each weight is its own chain of kernels a
-    step, a large kernel several, one per block of its input rows (``row_blocks``), so that
-    XLA runs the chains side by side. Nothing of size ``[E, H, P]`` is formed
-    (``tf.cumsum`` would, and XLA runs it as a reduce window of H terms per element); the
-    plug-in baselines are formed after the loop from the stacked sums ``[H, P]``. Step l's
-    slices (the grid's column l, the memory's row l) are taken inside the loop, where XLA
-    reads them in place; transposing or splitting those tensors before the loop would copy
-    them whole."""
+    ascent's terms with their leave-one-out ratios, added up per group of ``GROUP`` episodes
+    with one division a group (``grouped_terms``; E padded with zero episodes to a multiple
+    of GROUP) into a carry ``[E / GROUP, P]``, summed over the groups once after the loop (a
+    sum over the episodes at every step would be one more pass a step). Each weight is its
+    own chain of kernels a step, a large kernel several, one per block of its input rows
+    (``row_blocks``), so that XLA runs the chains side by side. Nothing of size ``[E, H, P]``
+    is formed (``tf.cumsum`` would, and XLA runs it as a reduce window of H terms per
+    element); the plug-in baselines are formed after the loop from the stacked sums
+    ``[H, P]``. Step l's slices (the grid's column l, a block's rows of it, the memory's row
+    l) are taken inside the loop, where XLA reads them in place; transposing or splitting
+    those tensors before the loop would copy them whole."""
     weights = [(None if a is None else pad_episodes(a), pad_episodes(d))
                for a, d in _per_step_pieces(spec, traced, ep.mask)]
     carries = blocks([tuple(s) for s in spec.weight_shapes().values()],
                      [a is not None for a, _ in weights])
-    pieces = []  # per carry: its rows of the inputs (a's last axis), the deltas
-    for c in carries:
-        a, d = weights[c.weight]
-        pieces.append((None if a is None else rows_of(c, a, a.shape.rank - 1), d))
+    pieces = [weights[c.weight] for c in carries]  # per carry: its weight's (a, d)
     horizon = tf.shape(ep.mask)[1]
     memory = _padded_memory(memory, horizon)
     ar = pad_episodes(ep.discounted_rewards)  # [E, H], E a multiple of GROUP
@@ -394,7 +390,8 @@ def _time(spec, traced, ep, memory):
         m_num, m_den = _split(memory.num[l], spec, 0), _split(memory.den[l], spec, 0)
         out = ([], [], [], [])
         for c, (a, d), psi, asc in zip(carries, pieces, psis, ascents):
-            psi = psi + _step_score(None if a is None else a[:, l], d[:, l])
+            a_l = None if a is None else rows_of(c, a[:, l], a.shape.rank - 2)
+            psi = psi + _step_score(a_l, d[:, l])
             sq = tf.square(psi)
             num, den = grouped_sums(psi, ar_l)
             terms = grouped_ascent_terms(psi, sq, ar_l, num + rows_of(c, m_num[c.weight], 0),
