@@ -326,22 +326,26 @@ def _per_param(spec, traced, ep, memory, shrinkage=None):
 
 
 def _padded_memory(memory: MemoryTensors, horizon: tf.Tensor) -> MemoryTensors:
-    """``optimal_time``'s memory continued to ``horizon`` rows (>= its own): num and sum_r
-    with zeros, den with its last row; zeros throughout when it has no row."""
+    """``optimal_time``'s memory as ``horizon`` rows: its first rows, continued (where it has
+    fewer) with zeros for num and sum_r and with its last row for den; zeros throughout when
+    it has no row.
+
+    Written as slices, pads and a tiled row, not a gather of row indices: the memory usually
+    has ``horizon`` rows already (``HeldMemory.widen``), and XLA, which compiles for the
+    concrete shapes, then drops the empty pad and tile and reads the memory in place."""
     rows = tf.shape(memory.num)[0]
-    steps = tf.range(horizon)
-    inside = steps < rows
-    # Row `rows` of the extended tensor is a zero row: what a memory of no row gathers.
-    index = tf.minimum(steps, tf.maximum(rows - 1, 0))
+    extra = tf.maximum(horizon - rows, 0)
 
-    def extended(x):
-        zero = tf.zeros(tf.concat([[1], tf.shape(x)[1:]], 0), x.dtype)
-        return tf.gather(tf.concat([x, zero], 0), tf.where(rows > 0, index, rows))
+    def zeros_after(x):
+        return tf.pad(x[:horizon], tf.stack([tf.stack([0, extra]), [0, 0]]))
 
-    num, den, sum_r = extended(memory.num), extended(memory.den), extended(memory.sum_r)
-    return MemoryTensors(num=tf.where(inside[:, None], num, tf.zeros_like(num)), den=den,
-                         sum_r=tf.where(inside[:, None], sum_r, tf.zeros_like(sum_r)),
-                         count=memory.count, horizon=memory.horizon)
+    # The last row, or the zero row appended when there is none.
+    zero = tf.zeros(tf.stack([1, tf.shape(memory.den)[1]]), memory.den.dtype)
+    last = tf.concat([memory.den, zero], 0)[tf.maximum(rows - 1, 0)]
+    den = tf.concat([memory.den[:horizon], tf.tile(last[None], tf.stack([extra, 1]))], 0)
+    return MemoryTensors(num=zeros_after(memory.num), den=den,
+                         sum_r=zeros_after(memory.sum_r), count=memory.count,
+                         horizon=memory.horizon)
 
 
 def _step_score(a: tf.Tensor | None, d: tf.Tensor) -> tf.Tensor:
