@@ -388,34 +388,33 @@ def _time(spec, traced, ep, memory):
     s_r = tf.reduce_sum(ar, axis=0)[:, None]  # [H, 1]
     total_r = s_r + memory.sum_r
 
-    def body(l, psis, ascents, nums, dens):
+    def body(l, psis, ascents, arrays):
         ar_l = ar[:, l]
         fallback = _safe_div(total_r[l, 0] - ar_l, count - 1.0)  # [E]
         m_num, m_den = _split(memory.num[l], spec, 0), _split(memory.den[l], spec, 0)
-        out = ([], [], [], [])
-        for c, (a, d), psi, asc in zip(carries, pieces, psis, ascents):
+        out = ([], [], [])
+        for c, (a, d), psi, asc, ta in zip(carries, pieces, psis, ascents, arrays):
             a_l = None if a is None else rows_of(c, a[:, l], a.shape.rank - 2)
             psi = psi + _step_score(a_l, d[:, l])
             sq = tf.square(psi)
-            num, den = grouped_sums(psi, ar_l)
-            terms = grouped_ascent_terms(psi, sq, ar_l, num + rows_of(c, m_num[c.weight], 0),
-                                         den + rows_of(c, m_den[c.weight], 0), fallback)
-            for acc, x in zip(out, (psi, asc + terms, num, den)):
+            sums = grouped_sums(psi, ar_l)  # [2, *shape]: num; den
+            terms = grouped_ascent_terms(psi, sq, ar_l, sums[0] + rows_of(c, m_num[c.weight], 0),
+                                         sums[1] + rows_of(c, m_den[c.weight], 0), fallback)
+            for acc, x in zip(out, (psi, asc + terms, ta.write(l, sums))):
                 acc.append(x)
-        written = [[ta.write(l, x) for ta, x in zip(tas, xs)]
-                   for tas, xs in zip((nums, dens), out[2:])]
-        return (l + 1, out[0], out[1], *written)
+        return (l + 1, *out)
 
     num_episodes = tf.shape(ar)[0]
     zeros = [[tf.zeros(tf.concat([[n], c.shape], 0), ar.dtype) for c in carries]
              for n in (num_episodes, num_episodes // GROUP)]
-    arrays = [[tf.TensorArray(ar.dtype, size=horizon, element_shape=tf.TensorShape(c.shape))
-               for c in carries] for _ in range(2)]
-    loop = tf.while_loop(lambda l, *_: l < horizon, body, (tf.constant(0), *zeros, *arrays))
+    arrays = [tf.TensorArray(ar.dtype, size=horizon, element_shape=tf.TensorShape([2, *c.shape]))
+              for c in carries]
+    loop = tf.while_loop(lambda l, *_: l < horizon, body, (tf.constant(0), *zeros, arrays))
     ones = tf.ones(tf.stack([2, num_episodes // GROUP]), ar.dtype)
     ascent = joined([weighted_sums(ones, per_group)[0] for per_group in loop[2]], carries, 0)
-    s_num, s_den = (_flat(joined([ta.stack() for ta in tas], carries, 1), 1)
-                    for tas in loop[3:])  # [H, P]
+    stacked = [ta.stack() for ta in loop[3]]  # per carry [H, 2, *shape]
+    s_num, s_den = (_flat(joined([x[:, k] for x in stacked], carries, 1), 1)
+                    for k in (0, 1))  # [H, P]
     plug = _plug_in(s_num + memory.num, s_den + memory.den, total_r, count)
     used = tf.maximum(ep.horizon, memory.horizon)
     rows = tf.cast(tf.range(horizon) < used, plug.dtype)

@@ -64,9 +64,9 @@ def weighted_sums(rows: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
     return tf.reshape(out, tf.concat([tf.shape(rows)[:1], tf.shape(x)[1:]], 0))
 
 
-def grouped_sums(psi: tf.Tensor, a_l: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """``(sum_e a_l[e] psi[e]^2, sum_e psi[e]^2)``, each ``[*shape]``, for ``psi [E, *shape]``
-    (E a multiple of GROUP) and ``a_l [E]``.
+def grouped_sums(psi: tf.Tensor, a_l: tf.Tensor) -> tf.Tensor:
+    """``[2, *shape]``: ``sum_e a_l[e] psi[e]^2`` and ``sum_e psi[e]^2`` for ``psi [E, *shape]``
+    (E a multiple of GROUP) and ``a_l [E]``, stacked (one write where the caller keeps both).
 
     Summed in two stages: first over each group's GROUP episodes (the slices of
     :func:`_groups`, added elementwise: one kernel that reads psi once and squares it on the
@@ -83,8 +83,7 @@ def grouped_sums(psi: tf.Tensor, a_l: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         den = sq if den is None else den + sq
     per_group = tf.stack([num, den], axis=1)  # [E / GROUP, 2, *shape]
     ones = tf.ones(tf.stack([2, tf.shape(per_group)[0]]), psi.dtype)
-    sums = weighted_sums(ones, per_group)[0]
-    return sums[0], sums[1]
+    return weighted_sums(ones, per_group)[0]
 
 
 def grouped_ascent_terms(psi: tf.Tensor, sq: tf.Tensor, a_l: tf.Tensor, total_num: tf.Tensor,
