@@ -1,4 +1,6 @@
-"""``optimal_time``'s ascent terms summed over groups of episodes, one division per group.
+"""``optimal_time``'s per-step sums over the episodes, by groups of GROUP episodes: the
+step's two sums (:func:`grouped_sums`) and the ascent's terms, one division per group
+(:func:`grouped_ascent_terms`).
 
 At step l the ascent's term of episode e and element h is ``psi (a_l D - N) / (D - psi^2)``
 (``episodic_baselines._time``): one division per (e, l, h) cell, 11.8M of them an update at
