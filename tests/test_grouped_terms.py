@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pgtwin.mode_agnostic.grouped_terms import GROUP, grouped_ascent_terms, pad_episodes
+from pgtwin.mode_agnostic.grouped_terms import (GROUP, grouped_ascent_terms, grouped_sums,
+                                                 pad_episodes)
 
 
 def oracle(psi, q, a, n_total, d_total, fallback):
@@ -91,3 +92,21 @@ def test_padding_adds_zero_episodes_up_to_a_multiple_of_the_group():
     np.testing.assert_array_equal(padded[:3], x.numpy())
     assert not padded[3:].any()
     assert pad_episodes(tf.zeros([GROUP, 2])).shape == (GROUP, 2)
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-13), (np.float32, 1e-5)])
+@pytest.mark.parametrize("episodes", [GROUP, 3 * GROUP])
+def test_the_steps_sums_by_groups_equal_the_plain_sums(dtype, rtol, episodes):
+    """Oracle: numpy's ``sum_e a_e psi_e^2`` and ``sum_e psi_e^2`` over all episodes in
+    float64. Element (0, 0) is touched by episode 0 alone (``case``), so its den must be
+    exactly that episode's ``psi^2``: the terms take the fallback where ``D - psi^2`` is 0,
+    and a rounding there would turn the fallback into a huge ratio."""
+    rng = np.random.default_rng(episodes)
+    psi, q, a, _, _, _ = case(rng, episodes, 1.0, dtype)
+    got = grouped_sums(tf.constant(psi), tf.constant(a)).numpy()
+    wide_q = np.asarray(psi, np.float64) ** 2
+    want = np.stack([(wide_q * np.asarray(a, np.float64)[:, None, None]).sum(0),
+                     wide_q.sum(0)])
+    assert got.shape == (2, 3, 2) and got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+    assert got[1, 0, 0] == q[0, 0, 0]
