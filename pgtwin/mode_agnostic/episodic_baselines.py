@@ -36,7 +36,7 @@ import tensorflow as tf
 from pgtwin_core.specs import PolicySpec
 
 from pgtwin.mode_agnostic.grouped_terms import (GROUP, grouped_ascent_terms, grouped_sums,
-                                                 pad_episodes, weighted_sums)
+                                                 leading_sum, pad_episodes)
 from pgtwin.mode_agnostic.grouped_terms import expand_to_rank as _expand
 from pgtwin.mode_agnostic.loss import reinforce_loss
 from pgtwin.mode_agnostic.per_sample import LayerDeltas, weighted_gradient
@@ -410,8 +410,7 @@ def _time(spec, traced, ep, memory):
     arrays = [tf.TensorArray(ar.dtype, size=horizon, element_shape=tf.TensorShape([2, *c.shape]))
               for c in carries]
     loop = tf.while_loop(lambda l, *_: l < horizon, body, (tf.constant(0), *zeros, arrays))
-    ones = tf.ones(tf.stack([2, num_episodes // GROUP]), ar.dtype)
-    ascent = joined([weighted_sums(ones, per_group)[0] for per_group in loop[2]], carries, 0)
+    ascent = joined([leading_sum(per_group) for per_group in loop[2]], carries, 0)
     stacked = [ta.stack() for ta in loop[3]]  # per carry [H, 2, *shape]
     s_num, s_den = (_flat(joined([x[:, k] for x in stacked], carries, 1), 1)
                     for k in (0, 1))  # [H, P]

@@ -52,18 +52,19 @@ def expand_to_rank(x: tf.Tensor, rank: int) -> tf.Tensor:
     return tf.reshape(x, tf.concat([tf.shape(x), tf.ones([rank - x.shape.rank], tf.int32)], 0))
 
 
-def weighted_sums(rows: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
-    """``[R, *shape]``: ``out[r] = sum_e rows[r, e] x[e]``, ``rows [R, E]`` (R >= 2), ``x
-    [E, *shape]``, as one matrix product over x's flattened elements.
+def leading_sum(x: tf.Tensor) -> tf.Tensor:
+    """``[*shape]``: the sum of ``x [N, *shape]`` over its leading axis, as one matrix product
+    over x's flattened elements.
 
     Why a matrix product and not ``reduce_sum``: XLA's CPU code for a sum over more than 32
     leading rows is a reduce window and a reduce, which read each column with a stride and
     need their operand written out first; the product runs in the CPU's matrix kernel, which
-    reads x once. ``R >= 2`` keeps it a product: XLA rewrites one with a single row into that
-    same sum (docs/benchmarks.md section 6 has the measurements)."""
+    reads x once. Its left operand is two rows of ones, of which one is kept: XLA rewrites a
+    product with a single row into that same sum (docs/benchmarks.md section 6 has the
+    measurements)."""
     flat = tf.reshape(x, tf.stack([tf.shape(x)[0], -1]))
-    out = tf.matmul(rows, flat)
-    return tf.reshape(out, tf.concat([tf.shape(rows)[:1], tf.shape(x)[1:]], 0))
+    out = tf.matmul(tf.ones(tf.stack([2, tf.shape(x)[0]]), x.dtype), flat)[0]
+    return tf.reshape(out, tf.shape(x)[1:])
 
 
 def grouped_sums(psi: tf.Tensor, a_l: tf.Tensor) -> tf.Tensor:
@@ -73,7 +74,7 @@ def grouped_sums(psi: tf.Tensor, a_l: tf.Tensor) -> tf.Tensor:
     Summed in two stages: first over each group's GROUP episodes (the slices of
     :func:`_groups`, added elementwise: one kernel that reads psi once and squares it on the
     way, its output ``[E / GROUP, 2, *shape]``), then over the groups by
-    :func:`weighted_sums`. A matrix product over all E rows would need psi^2 written out
+    :func:`leading_sum`. A matrix product over all E rows would need psi^2 written out
     first and read again, and its matrix kernel packs the whole operand: of the loop's
     passes over psi, it was the costliest (docs/benchmarks.md section 6)."""
     rank = psi.shape.rank
@@ -83,9 +84,7 @@ def grouped_sums(psi: tf.Tensor, a_l: tf.Tensor) -> tf.Tensor:
         weighted = sq * expand_to_rank(a, rank)
         num = weighted if num is None else num + weighted
         den = sq if den is None else den + sq
-    per_group = tf.stack([num, den], axis=1)  # [E / GROUP, 2, *shape]
-    ones = tf.ones(tf.stack([2, tf.shape(per_group)[0]]), psi.dtype)
-    return weighted_sums(ones, per_group)[0]
+    return leading_sum(tf.stack([num, den], axis=1))  # over [E / GROUP, 2, *shape]
 
 
 def grouped_ascent_terms(psi: tf.Tensor, sq: tf.Tensor, a_l: tf.Tensor, total_num: tf.Tensor,
