@@ -4,9 +4,12 @@
 The math is ``pgtwin.mode_agnostic.episodic_baselines`` on the grid of
 ``pgtwin_core.baselines.episode_layout``; this twin's own part is how it runs: placeholders for
 the grid, one ``tf.gradients`` backward pass over its cells (``per_sample.layer_deltas``), the
-estimate built by ``xla_compiled`` (TF1's ``tf.xla.experimental.compile``: one cluster,
-compiled once per grid shape), then plain graph ops for the guarded optimizer step and the
-memory's assignment under ``tf.cond(applied)``, all in one Session call. For ``optimal_time``
+estimate and the guarded optimizer step built by ``xla_compiled`` (TF1's
+``tf.xla.experimental.compile``: one cluster, compiled once per grid shape, as the eager twin's
+``jit_compile`` step), then the memory's assignment under ``tf.cond(applied)`` as plain graph
+ops (``optimal_time``'s sums change their number of rows), all in one Session call: the
+step inside the cluster is the faster of the two places (docs/benchmarks.md section 6).
+``gradients`` and ``loss_value`` run a second cluster, the estimate alone. Without ``jit_compile`` the same ops run unclustered. For ``optimal_time``
 the step is also guarded by the check of the rows and horizon the grid was laid out for
 (``rows_held``), and the call reports what the variables hold after it (``rows_after``), so
 that the next update need not read them (``HeldMemory.held_rows``). The memory variables
@@ -71,6 +74,7 @@ class _Computation:
     def __init__(self, agent):
         spec, config = agent.spec, agent.config
         self.spec, self.config, self.variables = spec, config, agent.variables
+        self.optimizer = agent.optimizer
         self.session = agent.session
         width = sum(int(np.prod(s, dtype=np.int64)) for s in spec.weight_shapes().values())
         memory = HeldMemory(config.baseline_memory, config.baseline, width, self._read,
@@ -94,27 +98,35 @@ class _Computation:
                 read = self.memory_vars.tensors()
                 memory_in = memory_list(read)
                 held = rows_held(read, *record)
-                outputs = (xla_compiled(self._estimate, feeds + memory_in) if config.jit_compile
-                           else self._estimate(*feeds, *memory_in))
-                loss, entropy, baseline, finite = outputs[:4]
                 n = len(self.variables)
-                grads = list(outputs[4:4 + n])
-                new = memory_from_list(outputs[4 + n:])
-                train_op, applied = guarded_apply(agent.optimizer, self.variables, grads, loss,
-                                                  config.max_grad_norm, allowed=held)
-                targets, assigned = [train_op], tf.constant(False)
+                if config.jit_compile:
+                    estimate = xla_compiled(self._estimate, feeds + memory_in)
+                    step = xla_compiled(self._step, [held, *feeds, *memory_in])
+                    loss, norm, entropy, baseline, finite, applied = step[:6]
+                    new = memory_from_list(step[6:])
+                    targets = []
+                else:
+                    estimate = self._estimate(*feeds, *memory_in)
+                    loss, entropy, baseline, finite = estimate[:4]
+                    grads = list(estimate[4:4 + n])
+                    new = memory_from_list(estimate[4 + n:])
+                    train_op, applied = guarded_apply(agent.optimizer, self.variables, grads,
+                                                      loss, config.max_grad_norm, allowed=held)
+                    norm, targets = tf.linalg.global_norm(grads), [train_op]
+                assigned = tf.constant(False)
                 if config.baseline_memory > 0:  # decay 0 keeps nothing: the memory stays empty
                     assigned = tf.logical_and(applied, finite)
-                    with tf.control_dependencies([train_op]):
+                    with tf.control_dependencies(targets):
                         targets.append(tf1.cond(assigned, lambda: self._assigned(new),
                                                 lambda: tf.constant(False)))
-                metrics = [loss, tf.linalg.global_norm(grads), entropy, applied, baseline, held,
+                metrics = [loss, norm, entropy, applied, baseline, held,
                            *rows_after(read, new, assigned)]
             self._init = tf1.variables_initializer(list(self.memory_vars.vars.values()))
         self.session.run(self._init)
         self._rows_call = (None if rows is None
                            else direct_callable(self.session, list(rows), [], caller_thread=True))
-        self._estimate_call = direct_callable(self.session, [loss, *grads], feeds)
+        self._estimate_call = direct_callable(self.session, [estimate[0], *estimate[4:4 + n]],
+                                              feeds)
         train = direct_callable(self.session, metrics, feeds + record, targets=targets)
         self.path = LayoutPath(config, spec, agent.dist_params, memory, list(self.variables),
                                train=train,
@@ -151,6 +163,21 @@ class _Computation:
             grads = [g + e for g, e in zip(grads, bonus)]
         new = memory_list(out.memory)
         return [out.loss, out.entropy, out.baseline, out.sums_finite, *grads, *new]
+
+    def _step(self, held, *args) -> list[tf.Tensor]:
+        """``[loss, norm of the unclipped gradient, entropy, baseline, finite, applied, *new
+        memory]``: the estimate and the optimizer step guarded by ``held`` (``rows_held``) and
+        finiteness, as one XLA cluster; ``applied`` is computed after the step's writes."""
+        out = self._estimate(*args)
+        loss, entropy, baseline, finite = out[:4]
+        n = len(self.variables)
+        grads = out[4:4 + n]
+        train_op, applied = guarded_apply(self.optimizer, self.variables, grads, loss,
+                                          self.config.max_grad_norm, allowed=held)
+        with tf.control_dependencies([train_op]):
+            applied = tf.identity(applied)
+        return [loss, tf.linalg.global_norm(grads), entropy, baseline, finite, applied,
+                *out[4 + n:]]
 
     def _assigned(self, new: MemoryTensors) -> tf.Tensor:
         with tf.control_dependencies([self.memory_vars.assign(new)]):
