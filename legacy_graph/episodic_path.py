@@ -9,7 +9,8 @@ estimate and the guarded optimizer step built by ``xla_compiled`` (TF1's
 ``jit_compile`` step), then the memory's assignment under ``tf.cond(applied)`` as plain graph
 ops (``optimal_time``'s sums change their number of rows), all in one Session call: the
 step inside the cluster is the faster of the two places (docs/benchmarks.md section 6).
-``gradients`` and ``loss_value`` run a second cluster, the estimate alone. Without ``jit_compile`` the same ops run unclustered. For ``optimal_time``
+``gradients`` and ``loss_value`` run a second cluster, the estimate alone, built on their
+first call. Without ``jit_compile`` the same ops run unclustered. For ``optimal_time``
 the step is also guarded by the check of the rows and horizon the grid was laid out for
 (``rows_held``), and the call reports what the variables hold after it (``rows_after``), so
 that the next update need not read them (``HeldMemory.held_rows``). The memory variables
@@ -99,8 +100,8 @@ class _Computation:
                 memory_in = memory_list(read)
                 held = rows_held(read, *record)
                 n = len(self.variables)
+                self._feeds, self._estimate_fetches = feeds, None
                 if config.jit_compile:
-                    estimate = xla_compiled(self._estimate, feeds + memory_in)
                     step = xla_compiled(self._step, [held, *feeds, *memory_in])
                     loss, norm, entropy, baseline, finite, applied = step[:6]
                     new = memory_from_list(step[6:])
@@ -113,6 +114,7 @@ class _Computation:
                     train_op, applied = guarded_apply(agent.optimizer, self.variables, grads,
                                                       loss, config.max_grad_norm, allowed=held)
                     norm, targets = tf.linalg.global_norm(grads), [train_op]
+                    self._estimate_fetches = [loss, *grads]
                 assigned = tf.constant(False)
                 if config.baseline_memory > 0:  # decay 0 keeps nothing: the memory stays empty
                     assigned = tf.logical_and(applied, finite)
@@ -125,12 +127,10 @@ class _Computation:
         self.session.run(self._init)
         self._rows_call = (None if rows is None
                            else direct_callable(self.session, list(rows), [], caller_thread=True))
-        self._estimate_call = direct_callable(self.session, [estimate[0], *estimate[4:4 + n]],
-                                              feeds)
+        self.graph, self._estimate_call = agent.graph, None
         train = direct_callable(self.session, metrics, feeds + record, targets=targets)
         self.path = LayoutPath(config, spec, agent.dist_params, memory, list(self.variables),
-                               train=train,
-                               estimate=lambda *a: _split(self._estimate_call(*a)))
+                               train=train, estimate=self._estimated)
 
     # ------------------------------------------------------------- memory I/O
     def _read(self) -> dict[str, np.ndarray]:
@@ -145,6 +145,20 @@ class _Computation:
         self.session.run(mv.load_op, {mv.placeholders[f]: np.asarray(values[f],
                                                                       v.dtype.as_numpy_dtype)
                                       for f, v in mv.vars.items()})
+
+    def _estimated(self, *args) -> tuple[np.ndarray, list[np.ndarray]]:
+        """``LayoutPath``'s ``estimate``: ``(loss, grads)`` on the layout's arguments, nothing
+        applied. Under XLA its own cluster, the estimate alone, built into the graph on first
+        use: training only updates, and would build and compile it for nothing."""
+        if self._estimate_call is None:
+            if self._estimate_fetches is None:
+                with self.graph.as_default(), tf1.name_scope("episodic/"):
+                    memory_in = memory_list(self.memory_vars.tensors())
+                    out = xla_compiled(self._estimate, self._feeds + memory_in)
+                self._estimate_fetches = [out[0], *out[4:4 + len(self.variables)]]
+            self._estimate_call = direct_callable(self.session, self._estimate_fetches,
+                                                  self._feeds)
+        return _split(self._estimate_call(*args))
 
     # ------------------------------------------------------------------ ops
     def _estimate(self, obs, actions, mask, chunk_episode, returns, ar, num_episodes,
