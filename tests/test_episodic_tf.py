@@ -183,6 +183,40 @@ def test_an_update_after_the_memory_was_restored_behind_the_paths_back(impl, xla
     stale.close()
 
 
+def test_a_non_finite_update_under_xla_changes_no_weight_moment_or_memory():
+    """The graph twin runs its guarded Adam step inside the update's XLA cluster: a step whose
+    scores are not finite (a head of 1e308: infinite logits) must change no weight, no Adam
+    moment or step count and no memory sum. The oracle is a second agent that took the same
+    first update and never met the bad one: after the weights are set back, both take the
+    same next update, which a moved moment or step count would make differ (by ~1e-2
+    relative: Adam's bias correction of step 2 against step 3)."""
+    spec = KINDS["categorical_mlp"]
+    config = config_for("optimal_time", jit_compile=True)
+    first, second, _ = batches(spec)
+    agent, fresh = (agent_class("graph")(spec, config, weights=random_weights(spec, seed=11))
+                    for _ in range(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FewEpisodesWarning)
+        assert agent.update(first)["applied"] and fresh.update(first)["applied"]
+        weights, memory = agent.get_weights(), agent.baseline_memory.state()
+        bad = {**weights, "policy/head/kernel": weights["policy/head/kernel"] * 1e308}
+        agent.set_weights(bad)
+        with np.errstate(all="ignore"):
+            assert not agent.update(second)["applied"]
+        for name, value in agent.get_weights().items():
+            np.testing.assert_array_equal(value, bad[name], err_msg=name)
+        for key, value in agent.baseline_memory.state().items():
+            np.testing.assert_array_equal(value, memory[key], err_msg=f"memory.{key}")
+        agent.set_weights(weights)
+        assert agent.update(second)["applied"] and fresh.update(second)["applied"]
+    for name, value in fresh.get_weights().items():
+        assert_close(agent.get_weights()[name], value, f"weights {name}")
+    for key, value in fresh.baseline_memory.state().items():
+        assert_close(agent.baseline_memory.state()[key], value, f"memory.{key}")
+    agent.close()
+    fresh.close()
+
+
 @pytest.mark.parametrize("impl", ("graph", "eager"))
 def test_an_old_run_directory_resumes_its_memory_from_the_npz(impl, tmp_path):
     """Before the memory was the agent's, ``agent/`` held only the policy and the optimizer
