@@ -99,28 +99,17 @@ class _Computation:
                 read = self.memory_vars.tensors()
                 memory_in = memory_list(read)
                 held = rows_held(read, *record)
-                n = len(self.variables)
-                self._feeds, self._estimate_fetches = feeds, None
-                if config.jit_compile:
-                    step = xla_compiled(self._step, [held, *feeds, *memory_in])
-                    loss, norm, entropy, baseline, finite, applied = step[:6]
-                    new = memory_from_list(step[6:])
-                    targets = []
-                else:
-                    estimate = self._estimate(*feeds, *memory_in)
-                    loss, entropy, baseline, finite = estimate[:4]
-                    grads = list(estimate[4:4 + n])
-                    new = memory_from_list(estimate[4 + n:])
-                    train_op, applied = guarded_apply(agent.optimizer, self.variables, grads,
-                                                      loss, config.max_grad_norm, allowed=held)
-                    norm, targets = tf.linalg.global_norm(grads), [train_op]
-                    self._estimate_fetches = [loss, *grads]
-                assigned = tf.constant(False)
+                self._feeds, self._jit = feeds, config.jit_compile
+                step = (xla_compiled(self._step, [held, *feeds, *memory_in]) if self._jit
+                        else self._step(held, *feeds, *memory_in))
+                loss, norm, entropy, baseline, finite, applied = step[:6]
+                new = memory_from_list(step[6:])
+                # After the step's writes: `applied` is computed after them.
+                targets, assigned = [], tf.constant(False)
                 if config.baseline_memory > 0:  # decay 0 keeps nothing: the memory stays empty
                     assigned = tf.logical_and(applied, finite)
-                    with tf.control_dependencies(targets):
-                        targets.append(tf1.cond(assigned, lambda: self._assigned(new),
-                                                lambda: tf.constant(False)))
+                    targets.append(tf1.cond(assigned, lambda: self._assigned(new),
+                                            lambda: tf.constant(False)))
                 metrics = [loss, norm, entropy, applied, baseline, held,
                            *rows_after(read, new, assigned)]
             self._init = tf1.variables_initializer(list(self.memory_vars.vars.values()))
@@ -148,16 +137,15 @@ class _Computation:
 
     def _estimated(self, *args) -> tuple[np.ndarray, list[np.ndarray]]:
         """``LayoutPath``'s ``estimate``: ``(loss, grads)`` on the layout's arguments, nothing
-        applied. Under XLA its own cluster, the estimate alone, built into the graph on first
-        use: training only updates, and would build and compile it for nothing."""
+        applied: the estimate alone (under XLA its own cluster), built into the graph on first
+        use, since training only updates and would build and compile it for nothing."""
         if self._estimate_call is None:
-            if self._estimate_fetches is None:
-                with self.graph.as_default(), tf1.name_scope("episodic/"):
-                    memory_in = memory_list(self.memory_vars.tensors())
-                    out = xla_compiled(self._estimate, self._feeds + memory_in)
-                self._estimate_fetches = [out[0], *out[4:4 + len(self.variables)]]
-            self._estimate_call = direct_callable(self.session, self._estimate_fetches,
-                                                  self._feeds)
+            with self.graph.as_default(), tf1.name_scope("episodic/"):
+                inputs = self._feeds + memory_list(self.memory_vars.tensors())
+                out = (xla_compiled(self._estimate, inputs) if self._jit
+                       else self._estimate(*inputs))
+            self._estimate_call = direct_callable(
+                self.session, [out[0], *out[4:4 + len(self.variables)]], self._feeds)
         return _split(self._estimate_call(*args))
 
     # ------------------------------------------------------------------ ops
@@ -181,7 +169,8 @@ class _Computation:
     def _step(self, held, *args) -> list[tf.Tensor]:
         """``[loss, norm of the unclipped gradient, entropy, baseline, finite, applied, *new
         memory]``: the estimate and the optimizer step guarded by ``held`` (``rows_held``) and
-        finiteness, as one XLA cluster; ``applied`` is computed after the step's writes."""
+        finiteness (one XLA cluster under ``jit_compile``); ``applied`` is computed after the
+        step's writes, so that fetching it runs them."""
         out = self._estimate(*args)
         loss, entropy, baseline, finite = out[:4]
         n = len(self.variables)
