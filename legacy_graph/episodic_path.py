@@ -99,12 +99,11 @@ class _Computation:
                 read = self.memory_vars.tensors()
                 memory_in = memory_list(read)
                 held = rows_held(read, *record)
-                self._feeds, self._jit = feeds, config.jit_compile
-                step = (xla_compiled(self._step, [held, *feeds, *memory_in]) if self._jit
-                        else self._step(held, *feeds, *memory_in))
+                self._feeds = feeds
+                step = self._built(self._step, [held, *feeds, *memory_in])
                 loss, norm, entropy, baseline, finite, applied = step[:6]
                 new = memory_from_list(step[6:])
-                # After the step's writes: `applied` is computed after them.
+                # Ordered after the step's writes through `applied`, which follows them.
                 targets, assigned = [], tf.constant(False)
                 if config.baseline_memory > 0:  # decay 0 keeps nothing: the memory stays empty
                     assigned = tf.logical_and(applied, finite)
@@ -142,13 +141,16 @@ class _Computation:
         if self._estimate_call is None:
             with self.graph.as_default(), tf1.name_scope("episodic/"):
                 inputs = self._feeds + memory_list(self.memory_vars.tensors())
-                out = (xla_compiled(self._estimate, inputs) if self._jit
-                       else self._estimate(*inputs))
+                out = self._built(self._estimate, inputs)
             self._estimate_call = direct_callable(
                 self.session, [out[0], *out[4:4 + len(self.variables)]], self._feeds)
         return _split(self._estimate_call(*args))
 
     # ------------------------------------------------------------------ ops
+    def _built(self, body, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
+        """``body(*inputs)``: one XLA cluster under ``jit_compile``, else plain graph ops."""
+        return xla_compiled(body, inputs) if self.config.jit_compile else body(*inputs)
+
     def _estimate(self, obs, actions, mask, chunk_episode, returns, ar, num_episodes,
                   num_steps, scale, horizon, *memory) -> list[tf.Tensor]:
         """``[loss, entropy, baseline, finite, *grads, *new memory]`` (one XLA cluster)."""
