@@ -4,9 +4,8 @@
 The math is ``pgtwin.mode_agnostic.episodic_baselines`` on the grid of
 ``pgtwin_core.baselines.episode_layout``; this twin's own part is how it runs: placeholders for
 the grid, one ``tf.gradients`` backward pass over its cells (``per_sample.layer_deltas``), the
-estimate and the guarded optimizer step built by ``xla_compiled`` (TF1's
-``tf.xla.experimental.compile``: one cluster, compiled once per grid shape, as the eager twin's
-``jit_compile`` step), then the memory's assignment under ``tf.cond(applied)`` as plain graph
+estimate and the guarded optimizer step built by ``xla_compiled`` (one compiled function in
+the graph, compiled once per grid shape, as the eager twin's ``jit_compile`` step), then the memory's assignment under ``tf.cond(applied)`` as plain graph
 ops (``optimal_time``'s sums change their number of rows), all in one Session call: the
 step inside the cluster is the faster of the two places (docs/benchmarks.md section 6).
 ``gradients`` and ``loss_value`` run a second cluster, the estimate alone, built on their

@@ -11,11 +11,9 @@ once in the agent's graph, for a dynamic batch, and run through a Session callab
   ``fallback_to_while_loop=False``: an op pfor cannot batch raises instead of silently turning
   the whole thing into a while loop.
 * ``analytic`` and the ghost norms: one ``tf.gradients`` backward pass at the pre-activations.
-* XLA: TF1's whole-computation API, ``tf.xla.experimental.compile`` (:func:`xla_compiled`).
+* XLA: one compiled function in the graph per method (:func:`xla_compiled`).
 """
 from __future__ import annotations
-
-import logging
 
 import numpy as np
 import tensorflow as tf
@@ -71,32 +69,25 @@ def sq_norms(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
 
 
 def xla_compiled(body, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
-    """``body(*inputs)`` built as ONE XLA cluster of the current graph (TF1's ``xla.compile``).
+    """``body(*inputs)`` built as ONE XLA computation of the current graph: a function in the
+    graph (``tf.function(jit_compile=True)`` called while the graph is built, which adds one
+    ``StatefulPartitionedCall`` op that the Session runs as a single compiled launch).
 
-    ``jit_scope`` was measured to split the same ops into seven clusters (one per variable
-    read, plus stray ops), each paying XLA's launch cost: at B = 32 that tripled the time.
-    ``tf.xla.experimental.compile`` is TF1's whole-computation API; it logs a deprecation
-    notice (it points to ``tf.function(jit_compile=True)``, the eager twin's way), which is
-    filtered here: this twin is the TF1 way on purpose.
+    Why not TF1's own APIs: ``jit_scope`` was measured to split the same ops into seven
+    clusters (one per variable read, plus stray ops), each paying XLA's launch cost (at B = 32
+    that tripled the time); ``tf.xla.experimental.compile`` builds one cluster from the same
+    HLO, but its launch measured 7-14 % slower on the episodic update (docs/benchmarks.md
+    section 6, twenty-seventh session), and it is deprecated in favour of this. The graph
+    stays a TF1 graph: placeholders in, Session callables out; the function captures the
+    graph's resource variables, so an optimizer step inside it updates them.
 
     Args:
-      body: ``(*tensors) -> list of tensors``; builds ops in the current graph.
-      inputs: the tensors (placeholders) it takes.
+      body: ``(*tensors) -> list of tensors``; builds ops (in the function's graph).
+      inputs: the tensors (placeholders) it takes; their unknown dimensions stay unknown, and
+        XLA compiles once per concrete shape fed.
     """
-    logger = tf.get_logger()
-    notice = _DeprecationNotice()
-    logger.addFilter(notice)
-    try:
-        return list(tf.xla.experimental.compile(body, inputs))
-    finally:
-        logger.removeFilter(notice)
-
-
-class _DeprecationNotice(logging.Filter):
-    """Drops the one log record saying ``xla.experimental.compile`` is deprecated."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "xla.experimental.compile is deprecated" not in record.getMessage()
+    compiled = tf.function(body, jit_compile=True, autograph=False)
+    return list(compiled(*inputs))
 
 
 class PerSampleGradients:

@@ -138,11 +138,12 @@ class ReinforceConfig:
     """``float32`` or ``float64`` for weights and computations."""
     jit_compile: bool = True
     """XLA-compile the eager twin's update steps (``tf.function(jit_compile=True)``) and both
-    twins' per-sample gradient functions (eager: the same; legacy: ``vectorized`` and
-    ``analytic`` as one ``tf.xla.experimental.compile`` cluster each). Compiled per-sample
-    functions get their rows padded to ``pgtwin_core.row_buckets`` sizes. The legacy twin's
-    update and ghost norms are not compiled (its Session runs them faster without;
-    docs/benchmarks.md measures both)."""
+    twins' per-sample gradient functions and episodic-baseline updates (eager: the same;
+    legacy: each as one compiled function called in its graph, ``vectorized`` and
+    ``analytic`` among the per-sample methods). Compiled per-sample functions get their rows
+    padded to ``pgtwin_core.row_buckets`` sizes. The legacy twin's other updates and its
+    ghost norms are not compiled (its Session runs them faster without; docs/benchmarks.md
+    measures both)."""
 
     def __post_init__(self) -> None:
         # Predicates, not comparisons evaluated here: a None or a string must give the

@@ -6,8 +6,8 @@ where it matters (leave-one-out by prefix and suffix sums, ``optimal_time`` by t
 the episode's own terms). The twins feed the grid of ``pgtwin_core.baselines.episode_layout``
 (complete episodes cut into chunks of C steps, ``[K, C]``) and one traced forward and backward
 pass over its cells (``per_sample.LayerDeltas``); everything below runs on those tensors, so
-a twin compiles it into one XLA computation (graph: ``tf.xla.experimental.compile``; eager:
-``tf.function(jit_compile=True)``).
+a twin compiles it into one XLA computation (``tf.function(jit_compile=True)``: eager calls
+it, the graph twin calls it while building its graph, ``legacy_graph.per_sample.xla_compiled``).
 
 Per-episode scores, exactly and without a ``[B, in, out]`` tensor. A dense layer's kernel
 score of episode e is ``g_e = sum_{t in e} a_t^T d_t = A_e^T D_e`` (A_e, D_e the episode's
