@@ -102,7 +102,7 @@ def write_floor(a, rows: bool = False):
 
     if a.impl == "graph":  # called as the graph twin calls its compiled per-sample ops
         with a.graph.as_default():
-            fetch = xla_compiled_graph(fill, [a.obs_ph, a.actions_ph])
+            fetch = xla_compiled_graph(fill, [a.obs_ph, a.actions_ph], "write_floor")
         return direct_callable_graph(a.session, fetch, [a.obs_ph, a.actions_ph],
                                      caller_thread=True)
     s = batch_signatures(a.spec, a.config.dtype)

@@ -147,8 +147,11 @@ class _Computation:
 
     # ------------------------------------------------------------------ ops
     def _built(self, body, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
-        """``body(*inputs)``: one XLA cluster under ``jit_compile``, else plain graph ops."""
-        return xla_compiled(body, inputs) if self.config.jit_compile else body(*inputs)
+        """``body(*inputs)``: one compiled function under ``jit_compile`` (named
+        ``episodic_step`` or ``episodic_estimate``), else plain graph ops."""
+        if self.config.jit_compile:
+            return xla_compiled(body, inputs, f"episodic{body.__name__}")
+        return body(*inputs)
 
     def _estimate(self, obs, actions, mask, chunk_episode, returns, ar, num_episodes,
                   num_steps, scale, horizon, *memory) -> list[tf.Tensor]:

@@ -68,7 +68,7 @@ def sq_norms(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor,
     return ghost_sq_norms(layer_deltas(spec, w, obs, actions))
 
 
-def xla_compiled(body, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
+def xla_compiled(body, inputs: list[tf.Tensor], name: str) -> list[tf.Tensor]:
     """``body(*inputs)`` built as ONE XLA computation of the current graph: a function in the
     graph (``tf.function(jit_compile=True)`` called while the graph is built, which adds one
     ``StatefulPartitionedCall`` op that the Session runs as a single compiled launch).
@@ -85,8 +85,14 @@ def xla_compiled(body, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
       body: ``(*tensors) -> list of tensors``; builds ops (in the function's graph).
       inputs: the tensors (placeholders) it takes; their unknown dimensions stay unknown, and
         XLA compiles once per concrete shape fed.
+      name: the function's name in the graph's library (``__inference_{name}_N``), which
+        profiles and graph dumps show.
     """
-    compiled = tf.function(body, jit_compile=True, autograph=False)
+    def function(*args):
+        return body(*args)
+
+    function.__name__ = name
+    compiled = tf.function(function, jit_compile=True, autograph=False)
     return list(compiled(*inputs))
 
 
@@ -124,7 +130,7 @@ class PerSampleGradients:
             }
             with a.graph.as_default(), tf1.name_scope(f"per_sample_{key}"):
                 if self._compiled(key):
-                    fetch = xla_compiled(bodies[key], list(args))
+                    fetch = xla_compiled(bodies[key], list(args), f"per_sample_{key}")
                 else:
                     fetch = bodies[key](*args)
             # A compiled key is one XLA op: run in the calling thread, it loses no

@@ -28,6 +28,7 @@ from pgtwin_core.config import ReinforceConfig
 from pgtwin.train import run_checkpoint
 from pgtwin.twins import agent_class
 
+from tests.graph_ops import compiled_calls, scope_op_types
 from tests.per_sample_cases import KINDS, episodic_batch, random_weights
 
 EPISODIC = ("optimal_scalar_episodic", "optimal_per_param", "optimal_time")
@@ -215,6 +216,34 @@ def test_a_non_finite_update_under_xla_changes_no_weight_moment_or_memory():
         assert_close(agent.baseline_memory.state()[key], value, f"memory.{key}")
     agent.close()
     fresh.close()
+
+
+@pytest.mark.parametrize("xla", (True, False))
+def test_the_graph_twin_updates_in_one_compiled_call_and_estimates_in_another(xla):
+    """Under ``jit_compile`` the graph twin's episodic update is one call, in its graph, of a
+    function marked for XLA (the estimate and the guarded Adam step: no MatMul of the forward
+    and backward pass left in the graph itself), and ``gradients`` builds a second one, the
+    estimate alone, on first use. Without ``jit_compile`` nothing is compiled and the MatMuls
+    are in the graph itself. (That the Adam step inside the call is guarded is
+    ``test_a_non_finite_update_under_xla_changes_no_weight_moment_or_memory``'s.)"""
+    spec = KINDS["categorical_mlp"]
+    agent = agent_class("graph")(spec, config_for("optimal_time", jit_compile=xla),
+                                 weights=random_weights(spec, seed=3))
+    first = batches(spec)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FewEpisodesWarning)
+        agent.update(first)
+        steps = compiled_calls(agent.graph, "episodic")
+        agent.gradients(first)
+    calls, outer = compiled_calls(agent.graph, "episodic"), scope_op_types(agent.graph, "episodic")
+    if xla:
+        named = [c.rsplit("_", 1)[0] for c in calls]  # the trace's number dropped
+        assert len(steps) == 1 and steps[0] == calls[0], (steps, calls)
+        assert named == ["__inference_episodic_step", "__inference_episodic_estimate"], calls
+        assert "MatMul" not in outer, outer
+    else:
+        assert not calls and "MatMul" in outer, (calls, outer)
+    agent.close()
 
 
 @pytest.mark.parametrize("impl", ("graph", "eager"))

@@ -20,6 +20,7 @@ import tensorflow as tf
 from pgtwin_core.config import ReinforceConfig
 from pgtwin.twins import agent_class
 
+from tests.graph_ops import compiled_calls, scope_op_types
 from tests.per_sample_cases import BATCH_SIZES, KINDS, MLP_KINDS, random_inputs, random_weights
 
 TWINS = ("graph", "eager")
@@ -145,6 +146,27 @@ def test_vectorized_has_no_while_loop(impl, kind):
     else:
         found = op_types(ops._fn("vectorized").get_concrete_function().graph.as_graph_def())  # noqa: SLF001
     assert not found & LOOP_OPS, found & LOOP_OPS
+    agent.close()
+
+
+@pytest.mark.parametrize("xla", (True, False))
+def test_graph_twin_builds_a_compiled_method_as_one_function_call(xla):
+    """Under ``jit_compile`` the graph twin's ``analytic`` and ``vectorized`` are each one op of
+    its graph: a call of one function marked for XLA, with the forward and backward pass
+    (their MatMuls) inside it, so that its Session runs one compiled launch. Without
+    ``jit_compile`` the same ops are in the graph itself and nothing is compiled."""
+    agent = make_agent("graph", "categorical_mlp", "float32", xla=xla)
+    inputs = random_inputs(agent.spec, 3, dtype=agent.config.dtype)
+    for method in ("analytic", "vectorized"):
+        agent.per_sample_gradients(*inputs, method=method)
+        scope = f"per_sample_{method}"
+        calls = compiled_calls(agent.graph, scope)
+        outer = scope_op_types(agent.graph, scope)
+        if xla:
+            assert len(calls) == 1 and calls[0].startswith(f"__inference_{scope}_"), calls
+            assert "MatMul" not in outer, outer
+        else:
+            assert not calls and "MatMul" in outer, (calls, outer)
     agent.close()
 
 
