@@ -1,15 +1,16 @@
-"""The episodic optimal baselines as TF1 graph ops: one XLA cluster per update. Mirrors
+"""The episodic optimal baselines as TF1 graph ops: one XLA computation per update. Mirrors
 ``eager/episodic_path.py``.
 
 The math is ``pgtwin.mode_agnostic.episodic_baselines`` on the grid of
 ``pgtwin_core.baselines.episode_layout``; this twin's own part is how it runs: placeholders for
 the grid, one ``tf.gradients`` backward pass over its cells (``per_sample.layer_deltas``), the
-estimate and the guarded optimizer step built by ``xla_compiled`` (one compiled function in
-the graph, compiled once per grid shape, as the eager twin's ``jit_compile`` step), then the memory's assignment under ``tf.cond(applied)`` as plain graph
-ops (``optimal_time``'s sums change their number of rows), all in one Session call: the
-step inside the cluster is the faster of the two places (docs/benchmarks.md section 6).
-``gradients`` and ``loss_value`` run a second cluster, the estimate alone, built on their
-first call. Without ``jit_compile`` the same ops run unclustered. For ``optimal_time``
+estimate and the guarded optimizer step built by ``xla_compiled`` (one compiled function
+called in the graph, compiled once per grid shape, as the eager twin's ``jit_compile`` step),
+then the memory's assignment under ``tf.cond(applied)`` as plain graph ops (``optimal_time``'s
+sums change their number of rows), all in one Session call: the step inside the compiled
+function is the faster of the two places (docs/benchmarks.md section 6). ``gradients`` and
+``loss_value`` run a second compiled function, the estimate alone, built on their first
+call. Without ``jit_compile`` the same ops run as plain graph ops. For ``optimal_time``
 the step is also guarded by the check of the rows and horizon the grid was laid out for
 (``rows_held``), and the call reports what the variables hold after it (``rows_after``), so
 that the next update need not read them (``HeldMemory.held_rows``). The memory variables
@@ -99,7 +100,7 @@ class _Computation:
                 memory_in = memory_list(read)
                 held = rows_held(read, *record)
                 self._feeds = feeds
-                step = self._built(self._step, [held, *feeds, *memory_in])
+                step = self._built(self._step, [held, *feeds, *memory_in], "episodic_step")
                 loss, norm, entropy, baseline, finite, applied = step[:6]
                 new = memory_from_list(step[6:])
                 # Ordered after the step's writes through `applied`, which follows them.
@@ -135,27 +136,27 @@ class _Computation:
 
     def _estimated(self, *args) -> tuple[np.ndarray, list[np.ndarray]]:
         """``LayoutPath``'s ``estimate``: ``(loss, grads)`` on the layout's arguments, nothing
-        applied: the estimate alone (under XLA its own cluster), built into the graph on first
+        applied: the estimate alone (under XLA its own compiled function), built into the graph on first
         use, since training only updates and would build and compile it for nothing."""
         if self._estimate_call is None:
             with self.graph.as_default(), tf1.name_scope("episodic/"):
                 inputs = self._feeds + memory_list(self.memory_vars.tensors())
-                out = self._built(self._estimate, inputs)
+                out = self._built(self._estimate, inputs, "episodic_estimate")
             self._estimate_call = direct_callable(
                 self.session, [out[0], *out[4:4 + len(self.variables)]], self._feeds)
         return _split(self._estimate_call(*args))
 
     # ------------------------------------------------------------------ ops
-    def _built(self, body, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
-        """``body(*inputs)``: one compiled function under ``jit_compile`` (named
-        ``episodic_step`` or ``episodic_estimate``), else plain graph ops."""
+    def _built(self, body, inputs: list[tf.Tensor], name: str) -> list[tf.Tensor]:
+        """``body(*inputs)``: one compiled function ``name`` under ``jit_compile``, else plain
+        graph ops."""
         if self.config.jit_compile:
-            return xla_compiled(body, inputs, f"episodic{body.__name__}")
+            return xla_compiled(body, inputs, name)
         return body(*inputs)
 
     def _estimate(self, obs, actions, mask, chunk_episode, returns, ar, num_episodes,
                   num_steps, scale, horizon, *memory) -> list[tf.Tensor]:
-        """``[loss, entropy, baseline, finite, *grads, *new memory]`` (one XLA cluster)."""
+        """``[loss, entropy, baseline, finite, *grads, *new memory]`` (one XLA computation)."""
         spec, coef = self.spec, self.config.entropy_coef
         traced = layer_deltas(spec, self.variables, obs, actions)
         entropies = distributions.entropy(spec, traced.params)
@@ -173,7 +174,7 @@ class _Computation:
     def _step(self, held, *args) -> list[tf.Tensor]:
         """``[loss, norm of the unclipped gradient, entropy, baseline, finite, applied, *new
         memory]``: the estimate and the optimizer step guarded by ``held`` (``rows_held``) and
-        finiteness (one XLA cluster under ``jit_compile``); ``applied`` is computed after the
+        finiteness (one XLA computation under ``jit_compile``); ``applied`` is computed after the
         step's writes, so that fetching it runs them."""
         out = self._estimate(*args)
         loss, entropy, baseline, finite = out[:4]

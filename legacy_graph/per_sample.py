@@ -102,7 +102,7 @@ class PerSampleGradients:
     All ops take the agent's dynamic-batch placeholders, so one graph serves every batch
     size; each is run through a direct Session callable. With ``config.jit_compile`` (the
     default) the ``vectorized`` and ``analytic`` ops are built by ``xla_compiled``: one XLA
-    cluster each (at B = 2048 both ran ~1.5x faster; at B = 32 ``analytic`` 2.4x, as the
+    computation each (at B = 2048 both ran ~1.5x faster; at B = 32 ``analytic`` 2.4x, as the
     plain graph's oneDNN einsum is slow on small batches), run in the calling thread. XLA
     compiles once per input shape, so their rows are padded up to
     ``pgtwin_core.row_buckets.bucket_size`` and the padding sliced off the outputs. ``loop``,

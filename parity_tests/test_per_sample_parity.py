@@ -5,9 +5,10 @@ The per-sample math itself is one copy (``pgtwin.mode_agnostic.per_sample``, che
 numpy in ``tests/test_mode_agnostic.py``); what these rows compare is what the twins do
 differently around it: how the gradients are taken (``tf.gradients`` in the graph, a
 ``GradientTape`` in eager: the loop reference, pfor's one-sample gradient, the backward pass
-at the pre-activations), how the ops are run (Session callables running a compiled function in the graph against
-eager calls of ``tf.function(jit_compile=True)``, with bucket padding), and how the variables are held and
-updated (the baselines' Adam steps and their memory of earlier batches).
+at the pre-activations), how the ops are run (Session callables running a compiled function
+in the graph against eager calls of ``tf.function(jit_compile=True)``, with bucket padding),
+and how the variables are held and updated (the baselines' Adam steps and their memory of
+earlier batches).
 
 Both twins get the same spec, weights and batch (``tests.per_sample_cases``). Rows go through
 ``pgtwin.parity.ladder`` so a failure prints each item's max abs and max relative error.
