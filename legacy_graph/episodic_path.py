@@ -136,8 +136,9 @@ class _Computation:
 
     def _estimated(self, *args) -> tuple[np.ndarray, list[np.ndarray]]:
         """``LayoutPath``'s ``estimate``: ``(loss, grads)`` on the layout's arguments, nothing
-        applied: the estimate alone (under XLA its own compiled function), built into the graph on first
-        use, since training only updates and would build and compile it for nothing."""
+        applied: the estimate alone (under XLA its own compiled function), built into the
+        graph on first use, since training only updates and would build and compile it for
+        nothing."""
         if self._estimate_call is None:
             with self.graph.as_default(), tf1.name_scope("episodic/"):
                 inputs = self._feeds + memory_list(self.memory_vars.tensors())
