@@ -223,6 +223,28 @@ def test_snapshot_reads_the_weights_once_and_checks_each_obs():
         policy(np.where(X == 4.0, np.nan, X))
 
 
+@pytest.mark.parametrize("jit_compile", [True, False], ids=["xla", "plain"])
+def test_snapshot_calls_an_xla_function_without_the_call_options(monkeypatch, jit_compile):
+    # The options (executor_type, config_proto) steer TensorFlow's function runtime, which
+    # an XLA-compiled function does not use; a plain function keeps them, as
+    # ConcreteFunction.__call__ passes them.
+    passed = []
+    real = eager_call._direct_call
+
+    def recording(concrete, executor):
+        launch = real(concrete, executor)
+
+        def run(*args):
+            passed.append(args[4])  # TFE_Py_Execute(ctx, device, name, inputs, attrs, n)
+            return launch.run(*args)
+        return dataclasses.replace(launch, run=run)
+    monkeypatch.setattr(eager_call, "_direct_call", recording)
+    snapshot, _, _ = _linear_snapshot(jit_compile=jit_compile)
+    np.testing.assert_allclose(snapshot()(X), EXPECTED, rtol=1e-6)
+    names = set(passed[-1][::2])
+    assert names == (set() if jit_compile else {"executor_type", "config_proto"}), passed[-1]
+
+
 def test_snapshot_keeps_one_input_per_batch_shape():
     snapshot, _, runs = _linear_snapshot()
     policy = snapshot()
