@@ -127,7 +127,7 @@ def snapshot_policy(fn: tf.types.experimental.PolymorphicFunction, variables: li
     public = direct_callable(fn, executor="")
     concrete = fn.get_concrete_function()
     launch = _direct_call(concrete, executor="")
-    if launch is not None and xla_compiled(concrete):
+    if launch is not None and _xla_compiled(concrete):
         launch = _without_call_options(launch)
     slots = InputSlots()
 
@@ -297,7 +297,7 @@ class _Launch:
             raise self.to_error(err) from None
 
 
-def xla_compiled(concrete) -> bool:
+def _xla_compiled(concrete) -> bool:
     """Whether the traced function ``concrete`` is XLA-compiled (``jit_compile=True``)."""
     attr = concrete.function_def.attr
     return "_XlaMustCompile" in attr and attr["_XlaMustCompile"].b
@@ -311,8 +311,8 @@ def _without_call_options(launch: _Launch) -> _Launch:
     An XLA-compiled function runs as one compiled op, on neither, so they change nothing
     it computes. Each one costs every eager call a lookup of the function's name among the
     registered ops, which fails (a function is not an op) and builds an error status
-    whose message holds the host name (a ``uname`` system call). Without them the eager
-    rollout ran 2.2-2.4 % more env-steps/s (docs/benchmarks.md section 5).
+    whose message holds the host name (a ``uname`` system call); in a rollout that is
+    measurable (docs/benchmarks.md section 5, twenty-eighth session).
     """
     return dataclasses.replace(launch, attrs=())
 
