@@ -23,7 +23,8 @@ observations reach TensorFlow through an input slot (:class:`InputSlots`, every
 ``policy_callable``): a tensor made once over a numpy buffer that each call writes, since
 making a tensor per call cost more, inside a rollout, than the compiled call itself. It
 takes the weights as inputs, read once per rollout (:func:`snapshot_policy`), not as
-captured variables read in every call.
+captured variables read in every call, and it is called without the call attributes, which
+only the function runtime it skips would read (:func:`_without_call_options`).
 """
 from __future__ import annotations
 
