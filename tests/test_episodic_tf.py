@@ -25,6 +25,7 @@ from pgtwin_core.baselines.episode_layout import CHUNK, episode_layout
 from pgtwin_core.baselines.layout_path import (MIN_EPISODES, FewEpisodesWarning, LayoutPath,
                                                few_episodes_message)
 from pgtwin_core.config import ReinforceConfig
+from pgtwin_core.specs import PolicySpec
 from pgtwin.train import run_checkpoint
 from pgtwin.twins import agent_class
 
@@ -32,6 +33,13 @@ from tests.graph_ops import compiled_calls, scope_op_types
 from tests.per_sample_cases import KINDS, episodic_batch, random_weights
 
 EPISODIC = ("optimal_scalar_episodic", "optimal_per_param", "optimal_time")
+SPECS = {**KINDS,
+         # One action (Pendulum's, MountainCarContinuous'): the head's and log_std's weights
+         # have a trailing axis of 1, whose static size TensorFlow's broadcasting does not
+         # keep from an operand of unknown size.
+         "gaussian_one_action": PolicySpec("gaussian", (3,), 1, hidden=(16,),
+                                           action_low=(-2.0,), action_high=(2.0,),
+                                           squash="tanh")}
 
 
 def batches(spec):
@@ -63,17 +71,23 @@ def _reference_cases():
     and kind (suite time: each case is ~5-14 s of XLA compiles).
     parity_tests/test_per_sample_parity.py holds the other twin to this one for every baseline
     with memory (float64 within 1e-9 relative). The path runs under XLA in four cases (each
-    twin twice, each kind) and with ``jit_compile=False`` in two, one per twin."""
+    twin twice, each kind) and with ``jit_compile=False`` in two, one per twin. A Gaussian
+    policy with one action adds three cases: ``optimal_time`` in each twin (its loop once
+    failed to trace there), ``optimal_per_param`` in one."""
     cases = [(b, k) for k in ("categorical_mlp", "gaussian_mlp") for b in EPISODIC]
+    one_action = [pytest.param(impl, b, "gaussian_one_action", xla, marks=pytest.mark.slow)
+                  for impl, b, xla in [("graph", "optimal_time", True),
+                                       ("eager", "optimal_time", False),
+                                       ("eager", "optimal_per_param", True)]]
     return [pytest.param(("graph", "eager")[i % 2], b, k, (i // 2) % 2 == 0,
                          marks=pytest.mark.slow if k == "gaussian_mlp" else ())
-            for i, (b, k) in enumerate(cases)]
+            for i, (b, k) in enumerate(cases)] + one_action
 
 
 @pytest.mark.parametrize("impl,baseline,kind,xla", _reference_cases())
 def test_tensorflow_path_equals_the_numpy_reference(impl, baseline, kind, xla):
-    spec = KINDS[kind]
-    config = config_for(baseline, normalize_returns=kind == "gaussian_mlp", jit_compile=xla)
+    spec = SPECS[kind]
+    config = config_for(baseline, normalize_returns=not spec.is_discrete, jit_compile=xla)
     weights = random_weights(spec, seed=4)
     agent = agent_class(impl)(spec, config, weights=weights)
     # The reference's per-sample gradients and optimizer step without XLA: nothing of it is

@@ -94,6 +94,22 @@ def test_padding_adds_zero_episodes_up_to_a_multiple_of_the_group():
     assert pad_episodes(tf.zeros([GROUP, 2])).shape == (GROUP, 2)
 
 
+def test_padding_keeps_the_other_axes_static_sizes_while_tracing():
+    """A traced E is unknown, and so are the paddings; the other axes' sizes must stay known,
+    or an axis of size 1 (a one-action head's) no longer broadcasts back to 1 and
+    ``optimal_time``'s loop carry changes shape (Pendulum-v1 failed so)."""
+    seen = []
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3, 1], tf.float32)])
+    def padded(x):
+        out = pad_episodes(x)
+        seen.append(out.shape.as_list())
+        return out
+
+    assert padded(tf.ones([5, 3, 1])).shape == (GROUP, 3, 1)
+    assert seen == [[None, 3, 1]]
+
+
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-13), (np.float32, 1e-5)])
 @pytest.mark.parametrize("episodes", [GROUP, 3 * GROUP])
 def test_the_steps_sums_by_groups_equal_the_plain_sums(dtype, rtol, episodes):

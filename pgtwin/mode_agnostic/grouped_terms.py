@@ -32,12 +32,14 @@ GROUP = 8
 
 
 def pad_episodes(x: tf.Tensor) -> tf.Tensor:
-    """``x`` (``[E, ...]``) with zero rows appended up to a multiple of :data:`GROUP`.
+    """``x`` (``[E, ...]``) with zero rows appended up to a multiple of :data:`GROUP`, its
+    other axes' static sizes kept (``tf.pad`` with paddings it cannot read while tracing
+    leaves every axis of unknown size).
 
     XLA compiles for the concrete E, where a pad of 0 rows is dropped."""
     extra = -tf.shape(x)[0] % GROUP
     paddings = tf.concat([[[0, extra]], tf.zeros([x.shape.rank - 1, 2], tf.int32)], 0)
-    return tf.pad(x, paddings)
+    return tf.ensure_shape(tf.pad(x, paddings), [None, *x.shape[1:]])
 
 
 def _groups(x: tf.Tensor) -> list[tf.Tensor]:
