@@ -13,10 +13,21 @@ pytest-benchmark times the variants one after another, so on a shared machine th
 moves with the load between them; ``python -m benchmarks.test_iteration [ROUNDS]`` times the
 rollouts of the TF1 twin and the eager twin (``tf.function``) alternately, round by round,
 and prints the ratio of the medians, in wall and in process CPU time.
+
+``python -m benchmarks.test_iteration ROUNDS --processes PAIRS`` runs each twin alone in its
+own process instead, as a training run does (``pgtwin train`` runs one twin): PAIRS pairs
+of processes, the pair's order drawn at random, each timing ROUNDS rollouts, and prints
+every pair's ratio and their median. Alternating in one process changes both twins'
+figures: each twin's rollout then runs after the other twin's update and rollout, not only
+after its own update (docs/benchmarks.md section 5, twenty-ninth session).
 """
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import random
+import subprocess
 import sys
 import time
 
@@ -77,11 +88,11 @@ def test_iteration(benchmark, variant, with_update):
     envs.close()
 
 
-def interleaved_rollouts(rounds: int = 60) -> dict[str, dict[str, float]]:
+def interleaved_rollouts(rounds: int = 60, variants: tuple[str, ...] = ("graph", "function"),
+                         ) -> dict[str, dict[str, float]]:
     """``{variant: {"wall": s, "cpu": s}}``: median seconds of one rollout (collect after an
-    untimed update, as the ``rollout`` group), the ``graph`` and ``function`` variants taking
-    turns, round by round, so that both see the same load, in an order drawn per round."""
-    variants = ("graph", "function")
+    untimed update, as the ``rollout`` group), the ``variants`` taking turns, round by round,
+    so that they see the same load, in an order drawn per round. One variant: it alone."""
     agents = {v: agent_for(v, KIND) for v in variants}
     runs = {}
     for v, agent in agents.items():
@@ -107,15 +118,57 @@ def interleaved_rollouts(rounds: int = 60) -> dict[str, dict[str, float]]:
     return {v: {k: float(np.median(t)) for k, t in kinds.items()} for v, kinds in times.items()}
 
 
+def process_pairs(pairs: int, rounds: int, seed: int = 0) -> list[dict[str, dict[str, float]]]:
+    """Per pair, ``{variant: {"wall": s, "cpu": s}}``: the ``graph`` and ``function`` variants
+    each alone in a fresh process (``--alone``), one after the other in an order drawn per
+    pair, each timing ``rounds`` rollouts as :func:`interleaved_rollouts` does for one."""
+    order, results = random.Random(seed), []
+    for _ in range(pairs):
+        pair = {}
+        for v in order.sample(["graph", "function"], 2):
+            out = subprocess.run([sys.executable, "-m", "benchmarks.test_iteration", str(rounds),
+                                  "--alone", v], check=True, capture_output=True, text=True)
+            pair[v] = json.loads(out.stdout.strip().splitlines()[-1])[v]
+        results.append(pair)
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The command line (module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.test_iteration",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("rounds", nargs="?", type=int, default=60, help="timed rollouts per twin")
+    parser.add_argument("--processes", type=int, metavar="PAIRS",
+                        help="each twin alone in its own process, PAIRS pairs of processes")
+    parser.add_argument("--alone", choices=["graph", "function"],
+                        help="(internal) time this twin alone and print its medians as JSON")
+    args = parser.parse_args(argv)
+    steps = NUM_ENVS * NUM_STEPS
+    if args.alone:
+        print(json.dumps(interleaved_rollouts(args.rounds, (args.alone,))))
+        return
+    if args.processes:
+        results = process_pairs(args.processes, args.rounds)
+        for i, pair in enumerate(results):
+            print(f"pair {i}: graph {steps / pair['graph']['wall']:9,.0f}   function "
+                  f"{steps / pair['function']['wall']:9,.0f} env-steps/s (wall)   eager / graph "
+                  f"{pair['graph']['wall'] / pair['function']['wall']:.3f}")
+        for k in ("wall", "cpu"):
+            ratios = [pair["graph"][k] / pair["function"][k] for pair in results]
+            print(f"eager / graph env-steps/s ({k}), median of {len(ratios)} pairs: "
+                  f"{float(np.median(ratios)):.3f}")
+    else:
+        medians = interleaved_rollouts(args.rounds)
+        for v, m in medians.items():
+            print(f"{v:9} env-steps/s: wall {steps / m['wall']:9,.0f}   cpu {steps / m['cpu']:9,.0f}")
+        for k in ("wall", "cpu"):
+            print(f"eager / graph env-steps/s ({k}): "
+                  f"{medians['graph'][k] / medians['function'][k]:.3f}")
+    print("load average (1/5/15 min):", os.getloadavg())
+
+
 if __name__ == "__main__":
     # As the pgtwin command line does, before TensorFlow's first op (conftest.py).
     from pgtwin.mode_agnostic.process_tuning import tune_process
     tune_process()
-    import os
-    medians = interleaved_rollouts(int(sys.argv[1]) if len(sys.argv) > 1 else 60)
-    steps = NUM_ENVS * NUM_STEPS
-    for v, m in medians.items():
-        print(f"{v:9} env-steps/s: wall {steps / m['wall']:9,.0f}   cpu {steps / m['cpu']:9,.0f}")
-    for k in ("wall", "cpu"):
-        print(f"eager / graph env-steps/s ({k}): {medians['graph'][k] / medians['function'][k]:.3f}")
-    print("load average (1/5/15 min):", os.getloadavg())
+    main()
