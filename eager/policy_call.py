@@ -22,9 +22,10 @@ non-compiled call's cost, whatever the ops (docs/benchmarks.md section 5 measure
 observations reach TensorFlow through an input slot (:class:`InputSlots`, every
 ``policy_callable``): a tensor made once over a numpy buffer that each call writes, since
 making a tensor per call cost more, inside a rollout, than the compiled call itself. It
-takes the weights as inputs, read once per rollout (:func:`snapshot_policy`), not as
-captured variables read in every call, and it is called without the call attributes, which
-only the function runtime it skips would read (:func:`_without_call_options`).
+takes the weights as inputs, read once per rollout (:func:`snapshot_policy`, one
+``ReadVariableOp`` per variable: :func:`_variable_reads`), not as captured variables read in
+every call, and it is called without the call attributes, which only the function runtime
+it skips would read (:func:`_without_call_options`).
 """
 from __future__ import annotations
 
@@ -124,6 +125,9 @@ def snapshot_policy(fn: tf.types.experimental.PolymorphicFunction, variables: li
     slots, as :func:`policy_callable` does.
 
     An XLA-compiled ``fn`` is called without the call options (:func:`_without_call_options`).
+    The weights are read by one ``ReadVariableOp`` each (:func:`_variable_reads`): through
+    ``read_value()`` the six reads of the CartPole MLP took about a third of a millisecond a
+    rollout, a twentieth of the rollout (docs/benchmarks.md section 5, twenty-ninth session).
     """
     public = direct_callable(fn, executor="")
     concrete = fn.get_concrete_function()
@@ -131,10 +135,14 @@ def snapshot_policy(fn: tf.types.experimental.PolymorphicFunction, variables: li
     if launch is not None and _xla_compiled(concrete):
         launch = _without_call_options(launch)
     slots = InputSlots()
+    reads = _variable_reads(variables)
 
     def snapshot() -> Callable[[np.ndarray], np.ndarray]:
-        with tf.init_scope():
-            weights = [v.read_value() for v in variables]
+        if reads is not None and tf.executing_eagerly():
+            weights = [read([])[0] for read in reads]
+        else:
+            with tf.init_scope():
+                weights = [v.read_value() for v in variables]
         if launch is None or tf.config.functions_run_eagerly():
             return lambda obs: public(as_obs(spec, obs, dtype=dtype), *weights)[0].numpy()
         return _bound_call(launch, slots, weights, public, spec, dtype)
@@ -323,19 +331,48 @@ def _direct_call(concrete, executor: str) -> _Launch | None:
     order), called as ``context.call_function`` does, through what ``execute.execute`` ends
     in (the context's handle read once, not per call; its error handling kept); or None
     if this TensorFlow lacks the pieces (then the caller uses the public, slower path)."""
+    runtime = _eager_runtime()
+    try:
+        name = concrete._inference_function.name  # noqa: SLF001
+    except AttributeError:
+        return None
+    if runtime is None:
+        return None
+    name = name.decode() if isinstance(name, bytes) else name
+    options = copy.copy(runtime["ctx"].function_call_options)
+    options.executor_type = executor
+    return _Launch(name=name, attrs=tuple(itertools.chain(*options.as_attrs().items())),
+                   captured=list(concrete.captured_inputs), num_outputs=len(concrete.outputs),
+                   **runtime)
+
+
+def _variable_reads(variables: list[tf.Variable]) -> list[_Launch] | None:
+    """Per variable, a launch of TensorFlow's ``ReadVariableOp`` on its handle: the read
+    ``read_value()`` makes, without its Python (``init_scope``, the name scope, the tape's
+    bookkeeping) and without the ``Identity`` op it adds. The value shares the variable's
+    buffer as ``read_value()``'s does, so an update copies on write as before. None where
+    a variable is not a plain ``ResourceVariable`` (a ``tf.distribute`` one reads its
+    replica's copy through its own Python) or this TensorFlow lacks the pieces; the caller
+    then reads through ``read_value()``."""
+    from tensorflow.python.ops import resource_variable_ops
+    runtime = _eager_runtime()
+    if runtime is None or not all(isinstance(v, resource_variable_ops.ResourceVariable)
+                                  for v in variables):
+        return None
+    return [_Launch(name="ReadVariableOp", attrs=("dtype", v.dtype.as_datatype_enum),
+                    captured=[v.handle], num_outputs=1, **runtime) for v in variables]
+
+
+def _eager_runtime() -> dict | None:
+    """What every :class:`_Launch` shares (``run``, ``ctx``, ``handle``, ``not_ok``,
+    ``to_error``), or None if this TensorFlow lacks the pieces."""
     try:
         from tensorflow.python import pywrap_tfe
         from tensorflow.python.eager import context, core
-        name = concrete._inference_function.name  # noqa: SLF001
-        name = name.decode() if isinstance(name, bytes) else name
         ctx = context.context()
         ctx.ensure_initialized()
-        options = copy.copy(ctx.function_call_options)
-        options.executor_type = executor
-        return _Launch(run=pywrap_tfe.TFE_Py_Execute, ctx=ctx, handle=ctx._handle,  # noqa: SLF001
-                       name=name, attrs=tuple(itertools.chain(*options.as_attrs().items())),
-                       captured=list(concrete.captured_inputs),
-                       num_outputs=len(concrete.outputs), not_ok=core._NotOkStatusException,  # noqa: SLF001
-                       to_error=core._status_to_exception)  # noqa: SLF001
+        return dict(run=pywrap_tfe.TFE_Py_Execute, ctx=ctx, handle=ctx._handle,  # noqa: SLF001
+                    not_ok=core._NotOkStatusException,  # noqa: SLF001
+                    to_error=core._status_to_exception)  # noqa: SLF001
     except (ImportError, AttributeError):
         return None

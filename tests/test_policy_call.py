@@ -223,6 +223,48 @@ def test_snapshot_reads_the_weights_once_and_checks_each_obs():
         policy(np.where(X == 4.0, np.nan, X))
 
 
+def test_snapshot_reads_each_variable_with_one_read_op(monkeypatch):
+    # read_value() adds its Python and an Identity op to the read; a snapshot, taken once per
+    # rollout, runs TensorFlow's ReadVariableOp alone, once per variable.
+    ops = []
+    real = eager_call._eager_runtime
+
+    def recording():
+        runtime = real()
+        run = runtime["run"]
+
+        def counted(*args):
+            ops.append(args[2])  # TFE_Py_Execute(ctx, device, name, inputs, attrs, n)
+            return run(*args)
+        return {**runtime, "run": counted}
+    monkeypatch.setattr(eager_call, "_eager_runtime", recording)
+    snapshot, (w, b), _ = _linear_snapshot()
+    policy = snapshot()
+    assert ops == ["ReadVariableOp", "ReadVariableOp"]
+    b.assign([1.0, 1.0])  # copied on write: the snapshot keeps the value it read
+    np.testing.assert_allclose(policy(X), EXPECTED, rtol=1e-6)
+
+
+def test_snapshot_of_distributed_variables_reads_them_through_read_value():
+    # A tf.distribute variable is not a plain ResourceVariable: the snapshot reads it as
+    # read_value() does (the replica's copy), and keeps the value it read.
+    from pgtwin_core.specs import PolicySpec
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        w, b = tf.Variable(W), tf.Variable(B)
+    assert eager_call._variable_reads([w, b]) is None
+    fn = tf.function(lambda x, w, b: tf.matmul(x, w) + b, jit_compile=True, autograph=False,
+                     input_signature=[tf.TensorSpec([None, 3], tf.float32),
+                                      tf.TensorSpec([3, 2], tf.float32),
+                                      tf.TensorSpec([2], tf.float32)])
+    spec = PolicySpec(distribution="categorical", obs_shape=(3,), action_size=2)
+    snapshot = eager_call.snapshot_policy(fn, [w, b], spec, "float32")
+    policy = snapshot()
+    b.assign([1.0, 1.0])
+    np.testing.assert_allclose(policy(X), EXPECTED, rtol=1e-6)
+    np.testing.assert_allclose(snapshot()(X), EXPECTED - B + 1.0, rtol=1e-6)
+
+
 @pytest.mark.parametrize("jit_compile", [True, False], ids=["xla", "plain"])
 def test_snapshot_calls_an_xla_function_without_the_call_options(monkeypatch, jit_compile):
     # The options (executor_type, config_proto) steer TensorFlow's function runtime, which
