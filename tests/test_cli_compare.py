@@ -58,6 +58,8 @@ def test_float64_reaches_factories_that_take_a_dtype(capsys, batch_file):
     ("tests.no_such_module:tf1", "no module named 'tests.no_such_module'"),
     ("tests.user_programs:nothing", "has no attribute 'nothing'"),
     ("tests.user_programs:tf2_program", "it must return a TF1Program"),
+    ("tests.user_programs:tf1_that_raises", "calling tf1_that_raises() raised KeyError: "
+                                            "'no float32 checkpoint for the policy'"),
 ])
 def test_a_bad_factory_exits_2_naming_it(capsys, batch_file, spec, message):
     code, _, err = run(capsys, "--tf1", spec, "--tf2", f"{PROGRAMS}:tf2_program",

@@ -270,6 +270,10 @@ def not_a_program(dtype="float32"):
     return {"dtype": dtype}
 
 
+def raising_factory(dtype="float32"):
+    raise RuntimeError(f"no {dtype} model here")
+
+
 def test_load_factory_errors_name_the_part_and_dtype_is_passed():
     assert load_factory("tests.test_user_checkpoint:not_a_program", dict, "float64") == {
         "dtype": "float64"}
@@ -278,7 +282,10 @@ def test_load_factory_errors_name_the_part_and_dtype_is_passed():
                           ("no_such_module_xyz:f", "no module named 'no_such_module_xyz'"),
                           ("tests.test_user_checkpoint:nope", "has no attribute 'nope'"),
                           ("tests.test_user_checkpoint:OBS_DIM", "is a int, not a factory"),
-                          ("tests.test_user_checkpoint:not_a_program", "returned a dict")]:
+                          ("tests.test_user_checkpoint:not_a_program", "returned a dict"),
+                          ("tests.test_user_checkpoint:raising_factory",
+                           r"calling raising_factory\(dtype='float32'\) raised RuntimeError: "
+                           "no float32 model here")]:
         with pytest.raises(FactoryError, match=message):
             load_factory(spec, TF2Program, "float32", what="--tf2")
 

@@ -107,3 +107,8 @@ def tf2_program(dtype: str = "float32", **agent_options) -> TF2Program:
 def tf2_keras_epsilon(dtype: str = "float32") -> TF2Program:
     """Wrong: Keras Adam's default epsilon 1e-7 (TF1's is 1e-8). Caught at weights."""
     return tf2_program(dtype, epsilon=1e-7)
+
+
+def tf1_that_raises(dtype: str = "float32") -> TF1Program:
+    """A factory with a bug of its own: what ``pgtwin compare`` says about it (exit 2)."""
+    raise KeyError(f"no {dtype} checkpoint for the policy")

@@ -31,7 +31,8 @@ def load_factory(spec: str, expected_type: type | tuple[type, ...], dtype: str |
 
     Raises:
       FactoryError: a malformed spec, a module that does not import, a missing attribute,
-        something not callable, or a factory returning another type.
+        something not callable, a factory that raises (its exception is the ``__cause__``),
+        or a factory returning another type.
     """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr or ":" in attr:
@@ -64,7 +65,13 @@ def load_factory(spec: str, expected_type: type | tuple[type, ...], dtype: str |
     if not callable(target):
         raise FactoryError(f"{what} {spec!r} is a {type(target).__name__}, not a factory "
                            f"returning {_names(expected_type)}")
-    result = target(dtype=dtype) if dtype is not None and _takes_dtype(target) else target()
+    passed = dtype is not None and _takes_dtype(target)
+    try:
+        result = target(dtype=dtype) if passed else target()
+    except Exception as err:
+        call = f"{attr}(dtype={dtype!r})" if passed else f"{attr}()"
+        raise FactoryError(f"{what} {spec!r}: calling {call} raised "
+                           f"{type(err).__name__}: {err}") from err
     if not isinstance(result, expected_type):
         raise FactoryError(f"{what} {spec!r} returned a {type(result).__name__}; it must "
                            f"return a {_names(expected_type)}")
