@@ -109,6 +109,25 @@ def test_keras_default_epsilon_is_named_at_the_weights_rung():
     assert "write epsilon=1e-8" in bad.note
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rmsprop_with_tf1s_settings_parts_at_the_mean_squares_start_until_it_is_one(dtype):
+    # TF1's RMSPropOptimizer starts its mean square at 1 and Keras' RMSprop at 0; both put
+    # epsilon inside the square root. With TF1's settings (rho 0.9, epsilon 1e-10) the
+    # weights part at step 1 and the note says why; with the velocities set to 1 first,
+    # every rung passes: nothing else differs.
+    report = compare_programs(up.tf1_rmsprop_program(dtype),
+                              up.tf2_program(dtype, rmsprop_start=0.0), BATCH)
+    bad = failing(report)
+    assert bad and {r.rung for r in bad} == {"weights"}, report.to_table()
+    assert "step 1/3" in bad[0].context
+    assert "starts its mean square (its 'rms' slot) at 1.0" in bad[0].note
+    assert not any("outside" in r.note for r in report.rows)
+    report = compare_programs(up.tf1_rmsprop_program(dtype),
+                              up.tf2_program(dtype, rmsprop_start=1.0), BATCH)
+    assert report.ok, report.to_table()
+    assert not any("mean square" in r.note or "beta_2" in r.note for r in report.rows)
+
+
 def test_sum_instead_of_mean_is_named_with_the_batch_size():
     report = compare_programs(up.tf1_program(), up.tf2_program(reduce=tf.reduce_sum), BATCH)
     bad = report.first_failure

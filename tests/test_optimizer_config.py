@@ -8,7 +8,9 @@ import keras
 import pytest
 import tensorflow as tf
 
-from pgtwin.parity.optimizer_config import keras_optimizer, optimizer_rows, tf1_optimizer
+from pgtwin.parity.optimizer_config import (RMSPROP_LEGACY_EPSILON, RMSPROP_START, drift_hint,
+                                             float32_rounding, keras_optimizer, optimizer_rows,
+                                             rounded_to_float32, tf1_optimizer)
 
 tf1 = tf.compat.v1
 
@@ -49,15 +51,48 @@ def test_momentum_matches_keras_sgd_with_momentum(nesterov):
                                       "optimizer.nesterov"}
 
 
-def test_rmsprop_defaults_differ_in_epsilon_and_the_semantics_are_explained():
+def test_rmsprop_defaults_differ_in_epsilon_and_the_start_is_the_hint():
     # TF1 RMSPropOptimizer: decay 0.9, epsilon 1e-10; Keras RMSprop: rho 0.9, epsilon 1e-7.
     kind, s = tf1_settings(lambda _: tf1.train.RMSPropOptimizer(0.01))
-    k_kind, k = keras_optimizer(keras.optimizers.RMSprop(0.01))
+    keras_rmsprop = keras.optimizers.RMSprop(0.01)
+    k_kind, k = keras_optimizer(keras_rmsprop)
     rows = optimizer_rows(kind, s, k_kind, k, ("RMSPropOptimizer", "RMSprop"), "")
     bad = [r for r in rows if not r.ok]
     assert [r.item for r in bad] == ["optimizer.epsilon"]
     assert "1e-10" in bad[0].note and "1e-07" in bad[0].note
-    assert any(r.item == "optimizer.semantics" and "square root" in r.note for r in rows)
+    # Not built yet: its velocities will start at 0, TF1's mean square at 1.
+    assert drift_hint(kind, keras_rmsprop) == RMSPROP_START
+    weights = [tf.Variable(tf.zeros([3, 2])), tf.Variable(tf.zeros([2]))]
+    keras_rmsprop.build(weights)
+    assert drift_hint(kind, keras_rmsprop) == RMSPROP_START  # built: zeros
+    for v in keras_rmsprop.variables:
+        if "velocity" in v.name:
+            v.assign(tf.ones_like(v))
+    assert drift_hint(kind, keras_rmsprop) == ""
+    assert drift_hint("adam", keras.optimizers.Adam(0.01)) == ""
+
+
+def test_tf_keras_legacy_rmsprop_without_momentum_is_told_where_epsilon_goes():
+    # tf_keras.optimizers.legacy.RMSprop, momentum 0: var -= lr g / (sqrt(ms) + epsilon);
+    # TF1 and the other Keras RMSprops: lr g / sqrt(ms + epsilon).
+    import tf_keras
+    legacy = tf_keras.optimizers.legacy.RMSprop(0.01, epsilon=1e-10)
+    assert drift_hint("rmsprop", legacy) == f"{RMSPROP_START}; {RMSPROP_LEGACY_EPSILON}"
+    assert drift_hint("rmsprop", tf_keras.optimizers.legacy.RMSprop(0.01, momentum=0.5)) == \
+        RMSPROP_START
+    assert drift_hint("rmsprop", tf_keras.optimizers.RMSprop(0.01)) == RMSPROP_START
+
+
+def test_the_float32_rounding_hint_names_a_rounded_setting_of_this_optimizer():
+    # float32(0.01) != 0.01: a float64 graph still runs TF1's RMSProp at float32 settings.
+    kind, s = tf1_settings(lambda _: tf1.train.RMSPropOptimizer(0.01))
+    k_kind, k = keras_optimizer(keras.optimizers.RMSprop(0.01, epsilon=1e-10))
+    assert rounded_to_float32(s, k)
+    note = float32_rounding(kind, s, k)
+    assert "= float32(" in note and "beta_2" not in note and "KerasMatchedAdam" not in note
+    kind, s = tf1_settings(lambda _: tf1.train.AdamOptimizer(0.01))
+    k_kind, k = keras_optimizer(keras.optimizers.Adam(0.01, epsilon=1e-8))
+    assert "KerasMatchedAdam" in float32_rounding(kind, s, k)
 
 
 def test_keras_adamw_is_not_tf1_adam():

@@ -10,6 +10,8 @@ int64 actions) into the float32/int32 placeholders.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -24,7 +26,7 @@ OBS, HIDDEN, ACTIONS, LR = 4, 16, 3, 0.01
 class PolicyGradient:
     """Old TF1 code: everything is built, and a Session opened, in ``__init__``."""
 
-    def __init__(self, dtype=tf.float32, lr=LR):
+    def __init__(self, dtype=tf.float32, lr=LR, optimizer=None):
         self.obs_ph = tf1.placeholder(dtype, [None, OBS], name="obs")
         self.act_ph = tf1.placeholder(tf.int32, [None], name="actions")
         self.ret_ph = tf1.placeholder(dtype, [None], name="returns")
@@ -46,7 +48,8 @@ class PolicyGradient:
         self.loss = loss
         self.value_loss = tf.reduce_mean(tf.square(tf.squeeze(self.obs_ph @ wv, 1) - self.ret_ph))
         step = tf1.train.get_global_step()
-        self.train_op = tf1.train.AdamOptimizer(lr).minimize(loss, global_step=step)
+        optimizer = optimizer(lr) if optimizer else tf1.train.AdamOptimizer(lr)
+        self.train_op = optimizer.minimize(loss, global_step=step)
         self.sess = tf1.Session()
         self.sess.run(tf1.global_variables_initializer())
 
@@ -56,13 +59,20 @@ class KerasAgent:
 
     def __init__(self, dtype="float32", epsilon=1e-8, reduce=tf.reduce_mean, from_logits=True,
                  kernel_initializer="glorot_uniform", last_activation=None, out_bias=True,
-                 optimizer=None, train_last_layer_only=False):
+                 optimizer=None, train_last_layer_only=False, rmsprop_start=None):
         self.model = keras.Sequential([
             keras.layers.Dense(HIDDEN, activation="tanh", kernel_initializer=kernel_initializer,
                                dtype=dtype),
             keras.layers.Dense(ACTIONS, activation=last_activation, use_bias=out_bias,
                                dtype=dtype)])
         self.optimizer = optimizer or keras.optimizers.Adam(LR, epsilon=epsilon)
+        if rmsprop_start is not None:  # TF1's RMSPropOptimizer defaults, its mean square's start
+            self.optimizer = keras.optimizers.RMSprop(LR, rho=0.9, epsilon=1e-10)
+            self.model.build((None, OBS))
+            self.optimizer.build(self.model.trainable_variables)
+            for v in self.optimizer.variables:
+                if "velocity" in v.name:
+                    v.assign(tf.fill(v.shape, tf.cast(rmsprop_start, v.dtype)))
         self.ce = keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits,
                                                              reduction=None, dtype=dtype)
         self.reduce = reduce
@@ -93,6 +103,13 @@ def tf1_program(dtype: str = "float32") -> TF1Program:
     return TF1Program(build=lambda: PolicyGradient(tf.as_dtype(dtype)),
                       feeds={"obs": "obs_ph", "actions": "act_ph", "returns": "ret_ph"},
                       loss="loss", outputs={"logits": "logits"}, train_op="train_op")
+
+
+def tf1_rmsprop_program(dtype: str = "float32") -> TF1Program:
+    """The TF1 class with ``RMSPropOptimizer(lr)`` (decay 0.9, epsilon 1e-10, mean square
+    starting at 1)."""
+    return dataclasses.replace(tf1_program(dtype), build=lambda: PolicyGradient(
+        tf.as_dtype(dtype), optimizer=tf1.train.RMSPropOptimizer))
 
 
 def tf2_program(dtype: str = "float32", **agent_options) -> TF2Program:

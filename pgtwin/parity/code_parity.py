@@ -26,7 +26,8 @@ import numpy as np
 from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.loss_hints import ratio_hint, softmax_hint
-from pgtwin.parity.optimizer_config import (FLOAT32_ROUNDING, keras_optimizer, optimizer_rows,
+from pgtwin.parity.optimizer_config import (drift_hint, float32_rounding, keras_optimizer,
+                                             optimizer_rows,
                                      rounded_to_float32, tf1_optimizer)
 from pgtwin.parity.optimizer_pairs import optimizer_factories
 from pgtwin.parity.parity_rows import gradient_rows, output_rows, tolerances
@@ -206,14 +207,16 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, ste
         return rows
     tf1_kind, tf1_settings = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed,
                                            legacy.variables.values())
-    hint = ""
+    hint, cause = "", ""
     if eager.optimizer is not None:
         kind, settings = keras_optimizer(eager.optimizer)
         rows.extend(optimizer_rows(tf1_kind, tf1_settings, kind, settings,
                                    ("its train_op", type(eager.optimizer).__name__), ctx))
+        cause = drift_hint(tf1_kind, eager.optimizer) if tf1_kind == kind else ""
         if dtype == "float64" and rounded_to_float32(tf1_settings, settings):
             rtol, atol = tolerances("float32")["weights"]
-            hint = "compared at float32 tolerance: " + FLOAT32_ROUNDING
+            hint = "compared at float32 tolerance: " + float32_rounding(tf1_kind, tf1_settings,
+                                                                        settings)
     else:
         rows.append(Row("weights", "optimizer", 0.0, 0.0, True,
                         "no Keras optimizer found on the TF2 object to compare settings "
@@ -228,7 +231,7 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, ste
         after1, after2 = legacy.values(), eager.values()
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
         step_rows = [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
-                                 rtol, atol, where, hint) for p in mapping.pairs]
+                                 rtol, atol, where, hint, cause) for p in mapping.pairs]
         if not all(r.ok for r in step_rows) or step == steps:
             return rows + step_rows
     return rows
@@ -267,8 +270,9 @@ def _run_steps(legacy: TF1Side, eager: TF2Side, where: str) -> Row | None:
 
 
 def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
-                rtol: float, atol: float, where: str, hint: str = "") -> Row:
-    """A weights row; names a variable only one side's step changed; ``hint`` on a pass."""
+                rtol: float, atol: float, where: str, hint: str = "", cause: str = "") -> Row:
+    """A weights row; names a variable only one side's step changed; ``hint`` on a pass,
+    ``cause`` (a known difference of the two optimizers) on a part where both moved."""
     item = f"{tf1_name} -> {tf2_name}"
     row = compare_arrays("weights", item, after1[tf1_name], after2[tf2_name], rtol, atol, where)
     if row.ok:
@@ -283,6 +287,8 @@ def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
     elif moved2 and not moved1:
         note = ("the TF2 train step changed this variable, TF1's train_op did not: does it "
                 "update variables that TF1 keeps fixed (its var_list)?")
+    else:
+        note = cause
     return Row(row.rung, row.item, row.max_abs, row.max_rel, False, note, row.context)
 
 

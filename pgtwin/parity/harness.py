@@ -45,7 +45,7 @@ import tensorflow as tf
 from pgtwin.parity.code_checks import eager_guard, require_eager
 from pgtwin.parity.code_parity import compare_programs, is_program_pair
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
-from pgtwin.parity.optimizer_config import (FLOAT32_ROUNDING, keras_optimizer, optimizer_rows,
+from pgtwin.parity.optimizer_config import (float32_rounding, keras_optimizer, optimizer_rows,
                                      rounded_to_float32, tf1_optimizer)
 from pgtwin.parity.optimizer_pairs import optimizer_factories
 from pgtwin.parity.parity_rows import DEFAULT_TOLERANCES, gradient_rows, output_rows, tolerances
@@ -272,7 +272,8 @@ def _restated_weights_rung(legacy: _LegacySide, eager: _EagerSide,
     rows = optimizer_rows(*tf1_settings, *keras_settings,
                           (type(tf1_opt).__name__, type(keras_opt).__name__), ctx)
     rounded = dtype == "float64" and rounded_to_float32(tf1_settings[1], keras_settings[1])
-    hint = FLOAT32_ROUNDING if ok_so_far and all(r.ok for r in rows) and rounded else ""
+    hint = float32_rounding(tf1_settings[0], tf1_settings[1], keras_settings[1]) \
+        if ok_so_far and all(r.ok for r in rows) and rounded else ""
     return rows + _weight_rows(legacy, eager, eager_names, steps, *tol, ctx, hint)
 
 

@@ -41,12 +41,17 @@ _KERAS_KINDS = {"adam": "adam", "adamw": "adamw", "sgd": "sgd", "rmsprop": "rmsp
 #: Settings compared; the others in get_config are reported only when set.
 _COMPARED = ("learning_rate", "beta_1", "beta_2", "epsilon", "momentum", "nesterov", "rho",
              "centered", "amsgrad", "weight_decay")
-#: Why a faithful migration still drifts, by kind.
-_KNOWN_DIFFERENCES = {
-    "rmsprop": "TF1's RMSProp starts its mean square at 1.0 and puts epsilon inside the "
-               "square root; Keras starts at 0 and adds epsilon outside: the steps differ "
-               "even with equal settings",
-}
+#: TF1's RMSPropOptimizer (and ``ApplyRMSProp``) against Keras' RMSprop: what differs beyond
+#: the settings compared. Keras 3 and ``tf_keras``' RMSprop put epsilon inside the square
+#: root, as TF1 does (``sqrt(ms + epsilon)``); ``tf_keras.optimizers.legacy.RMSprop`` adds it
+#: outside (``sqrt(ms) + epsilon``) when its momentum is 0.
+RMSPROP_START = ("TF1's RMSPropOptimizer starts its mean square (its 'rms' slot) at 1.0 and "
+                 "Keras' RMSprop starts its velocities at 0: build the Keras optimizer on the "
+                 "variables (optimizer.build(variables)) and assign ones to its velocity "
+                 "variables before the first step")
+RMSPROP_LEGACY_EPSILON = ("tf_keras' legacy RMSprop with momentum 0 adds epsilon outside the "
+                          "square root (TF1 inside): use tf_keras.optimizers.RMSprop or "
+                          "keras.optimizers.RMSprop")
 
 
 def _op_kind(op_type: str) -> str | None:
@@ -145,17 +150,51 @@ def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind:
             if informational:
                 note += " (clipping: compared through the weights)"
         rows.append(Row("weights", f"optimizer.{key}", diff, rel, ok, note, context))
-    if tf1_kind in _KNOWN_DIFFERENCES:
-        rows.append(Row("weights", "optimizer.semantics", 0.0, 0.0, True,
-                        _KNOWN_DIFFERENCES[tf1_kind], context))
     return rows
 
 
-#: Why a float64 TF1 Adam drifts from Keras by ~1e-7 relative per step.
-FLOAT32_ROUNDING = ("TF1's optimizer rounds its settings to float32 even in a float64 graph "
-                    "(beta_2 = float32(0.999)) and Keras does not, a ~1e-7 relative drift "
-                    "per step that is not your code's (legacy_graph.optimizers.KerasMatchedAdam "
-                    "matches Keras)")
+def drift_hint(tf1_kind: str, optimizer: Any) -> str:
+    """What, beyond the settings :func:`optimizer_rows` compares, makes ``optimizer`` (the
+    Keras one) step differently from TF1's optimizer of ``tf1_kind``: the note for weights
+    that part ("" where nothing is known). RMSProp: the mean square's start, unless every
+    velocity the Keras optimizer already holds is 1; epsilon's place in tf_keras' legacy
+    RMSprop without momentum."""
+    if tf1_kind != "rmsprop":
+        return ""
+    notes = []
+    velocities = _keras_velocities(optimizer)
+    if velocities is None or not all(np.all(np.asarray(v) == 1) for v in velocities):
+        notes.append(RMSPROP_START)
+    legacy = "optimizer_v2" in type(optimizer).__module__ or ".legacy" in type(optimizer).__module__
+    if legacy and not float(optimizer.get_config().get("momentum") or 0.0):
+        notes.append(RMSPROP_LEGACY_EPSILON)
+    return "; ".join(notes)
+
+
+def _keras_velocities(optimizer: Any) -> list | None:
+    """The mean-square accumulators a Keras RMSprop holds now, or None before it is built
+    (it then makes them as zeros): Keras 3's and tf_keras' ``_velocities``, the legacy
+    optimizer's ``rms`` slots."""
+    velocities = getattr(optimizer, "_velocities", None)
+    if velocities:
+        return list(velocities)
+    slots = getattr(optimizer, "_slots", None)
+    if slots:
+        return [per_var["rms"] for per_var in slots.values() if "rms" in per_var] or None
+    return None
+
+
+def float32_rounding(tf1_kind: str, tf1_settings: Mapping[str, float],
+                     keras_settings: Mapping[str, float]) -> str:
+    """Why a float64 TF1 optimizer drifts from Keras by ~1e-7 relative per step, naming a
+    setting TF1 rounded to float32 (see :func:`rounded_to_float32`)."""
+    key = next(k for k, a in tf1_settings.items() if k in keras_settings
+               and a != keras_settings[k] and a == float(np.float32(keras_settings[k])))
+    return (f"TF1's optimizer rounds its settings to float32 even in a float64 graph ({key} = "
+            f"float32({keras_settings[key]:g})) and Keras does not, a ~1e-7 relative drift per "
+            "step that is not your code's"
+            + (" (legacy_graph.optimizers.KerasMatchedAdam matches Keras)"
+               if tf1_kind == "adam" else ""))
 
 
 def rounded_to_float32(tf1_settings: Mapping[str, float],
