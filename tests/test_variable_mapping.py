@@ -123,7 +123,8 @@ def test_initial_value_rows_constants_and_distributions():
     rng = np.random.default_rng(1)
     glorot = rng.uniform(-0.3, 0.3, size=(5, 64, 64))
     same = initial_value_row("k", glorot, rng.uniform(-0.3, 0.3, size=(64, 64)), True, "")
-    assert same.ok, same.note
+    assert same.ok and same.note.startswith(f"same distribution: KS D={same.max_abs:.3f} "
+                                            "(the max_abs column)"), same.note
     # truncated-normal(0.1): std 0.088 vs the uniform's 0.3 / sqrt(3) = 0.17
     other = np.clip(rng.normal(0, 0.1, size=(64, 64)), -0.2, 0.2)
     warned = initial_value_row("k", glorot, other, False, "")

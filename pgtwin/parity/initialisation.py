@@ -105,7 +105,8 @@ def initial_value_row(item: str, tf1_draws: np.ndarray, tf2_value: np.ndarray, f
     p = ks_pvalue(d, a.size, b.size)
     p_scale = variance_ratio_pvalue(a, b)
     same = min(p, p_scale) >= alpha / 2
-    note = "" if same else (
+    note = (f"same distribution: KS D={d:.3f} (the max_abs column), p={p:.2g}; std ratio "
+            f"{b.std() / a.std():.3g}, p={p_scale:.2g}") if same else (
         f"initial values come from another distribution (KS D={d:.3f}, p={p:.1e}; "
         f"std ratio {b.std() / a.std():.3g}, p={p_scale:.1e}): "
         f"TF1 {_stats(a)}, TF2 {_stats(b)}{makers}; give the TF2 layer the TF1 initializer "
@@ -115,8 +116,9 @@ def initial_value_row(item: str, tf1_draws: np.ndarray, tf2_value: np.ndarray, f
 
 def _marked(rung: str, item: str, diff: float, same: bool, note: str, fail: bool,
             context: str) -> Row:
+    """The row: a pass (with ``note``, what was measured), else a failure or a warning."""
     if same:
-        return Row(rung, item, diff, 0.0, True, "", context)
+        return Row(rung, item, diff, 0.0, True, note, context)
     if fail:
         return Row(rung, item, diff, float("inf"), False, note, context)
     return Row(rung, item, diff, float("inf"), True, "WARNING " + note, context)
