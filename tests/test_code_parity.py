@@ -128,6 +128,24 @@ def test_rmsprop_with_tf1s_settings_parts_at_the_mean_squares_start_until_it_is_
     assert not any("mean square" in r.note or "beta_2" in r.note for r in report.rows)
 
 
+def test_a_clipping_left_out_parts_at_a_small_learning_rate():
+    # TF1 clips the gradients' global norm to 0.05 before Adam at lr 1e-4; the migration
+    # does not clip. Adam's first step is lr * g / (|g| + eps) either way, so the clip only
+    # shows after it (m and v then mix gradients of different scale), by a part of a step
+    # of ~1e-4: under the default float32 atol of 1e-4, over 1% of the step.
+    lr = 1e-4
+    optimizer = keras.optimizers.Adam(lr, epsilon=1e-8)
+    report = compare_programs(up.tf1_clipped_program(lr, 0.05),
+                              up.tf2_program(optimizer=optimizer), BATCH, steps=3)
+    bad = failing(report)
+    assert bad and {r.rung for r in bad} == {"weights"}, report.to_table()
+    assert all(r.max_abs < 1e-4 for r in bad)  # what the fixed atol let pass
+    optimizer = keras.optimizers.Adam(lr, epsilon=1e-8, global_clipnorm=0.05)
+    report = compare_programs(up.tf1_clipped_program(lr, 0.05),
+                              up.tf2_program(optimizer=optimizer), BATCH, steps=3)
+    assert report.ok, report.to_table()
+
+
 def test_sum_instead_of_mean_is_named_with_the_batch_size():
     report = compare_programs(up.tf1_program(), up.tf2_program(reduce=tf.reduce_sum), BATCH)
     bad = report.first_failure

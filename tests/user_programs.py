@@ -26,7 +26,7 @@ OBS, HIDDEN, ACTIONS, LR = 4, 16, 3, 0.01
 class PolicyGradient:
     """Old TF1 code: everything is built, and a Session opened, in ``__init__``."""
 
-    def __init__(self, dtype=tf.float32, lr=LR, optimizer=None):
+    def __init__(self, dtype=tf.float32, lr=LR, optimizer=None, clip_norm=None):
         self.obs_ph = tf1.placeholder(dtype, [None, OBS], name="obs")
         self.act_ph = tf1.placeholder(tf.int32, [None], name="actions")
         self.ret_ph = tf1.placeholder(dtype, [None], name="returns")
@@ -49,7 +49,12 @@ class PolicyGradient:
         self.value_loss = tf.reduce_mean(tf.square(tf.squeeze(self.obs_ph @ wv, 1) - self.ret_ph))
         step = tf1.train.get_global_step()
         optimizer = optimizer(lr) if optimizer else tf1.train.AdamOptimizer(lr)
-        self.train_op = optimizer.minimize(loss, global_step=step)
+        if clip_norm is None:
+            self.train_op = optimizer.minimize(loss, global_step=step)
+        else:  # compute, clip by the global norm, apply: old code's clipping
+            grads, variables = zip(*optimizer.compute_gradients(loss))
+            grads, _ = tf.clip_by_global_norm(grads, clip_norm)
+            self.train_op = optimizer.apply_gradients(zip(grads, variables), global_step=step)
         self.sess = tf1.Session()
         self.sess.run(tf1.global_variables_initializer())
 
@@ -110,6 +115,12 @@ def tf1_rmsprop_program(dtype: str = "float32") -> TF1Program:
     starting at 1)."""
     return dataclasses.replace(tf1_program(dtype), build=lambda: PolicyGradient(
         tf.as_dtype(dtype), optimizer=tf1.train.RMSPropOptimizer))
+
+
+def tf1_clipped_program(lr: float, clip_norm: float) -> TF1Program:
+    """The TF1 class with its gradients clipped by their global norm before Adam."""
+    return dataclasses.replace(tf1_program(), build=lambda: PolicyGradient(
+        lr=lr, clip_norm=clip_norm))
 
 
 def tf2_program(dtype: str = "float32", **agent_options) -> TF2Program:

@@ -127,7 +127,7 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
                                      *tol["gradients"], ctx))
     if steps:
         report.rows.extend(_weights_rung(legacy, eager, mapping, steps, optimizer, dtype,
-                                         *tol["weights"], ctx))
+                                         *tol["weights"], ctx, step_scaled=atol is None))
     return report
 
 
@@ -199,9 +199,19 @@ def _loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, n
                hint or f"TF1 loss {a:.6g}, TF2 loss {b:.6g}", ctx)
 
 
+STEP_FRACTION = 1e-2
+"""The weights rung's absolute tolerance, at most this fraction of a variable's larger step:
+Adam's float32 noise measured up to 1.2e-5 after 5 steps of ~1e-2 (docs/migration.md,
+"Tolerances"), a thousandth of a step."""
+
+
 def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, steps: int,
-                  optimizer: Any, dtype: str, rtol: float, atol: float, ctx: str) -> list[Row]:
-    """The optimizers' rows, then the pairs after each step (the first step that parts)."""
+                  optimizer: Any, dtype: str, rtol: float, atol: float, ctx: str,
+                  step_scaled: bool = True) -> list[Row]:
+    """The optimizers' rows, then the pairs after each step (the first step that parts).
+
+    ``step_scaled`` (the default tolerances): a pair's ``atol`` is at most
+    :data:`STEP_FRACTION` of its larger step (see :func:`_weight_row`)."""
     rows = _step_setup(legacy, eager, optimizer, dtype, ctx)
     if any(not r.ok and r.item == "train step" for r in rows):
         return rows
@@ -231,7 +241,8 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, ste
         after1, after2 = legacy.values(), eager.values()
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
         step_rows = [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
-                                 rtol, atol, where, hint, cause) for p in mapping.pairs]
+                                 rtol, atol, where, hint, cause, step_scaled)
+                     for p in mapping.pairs]
         if not all(r.ok for r in step_rows) or step == steps:
             return rows + step_rows
     return rows
@@ -270,10 +281,20 @@ def _run_steps(legacy: TF1Side, eager: TF2Side, where: str) -> Row | None:
 
 
 def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
-                rtol: float, atol: float, where: str, hint: str = "", cause: str = "") -> Row:
+                rtol: float, atol: float, where: str, hint: str = "", cause: str = "",
+                step_scaled: bool = False) -> Row:
     """A weights row; names a variable only one side's step changed; ``hint`` on a pass,
-    ``cause`` (a known difference of the two optimizers) on a part where both moved."""
+    ``cause`` (a known difference of the two optimizers) on a part where both moved.
+
+    ``step_scaled``: ``atol`` is capped at :data:`STEP_FRACTION` of the larger of the two
+    steps (the variable's largest change on either side). The default float32 atol (1e-4)
+    allows for Adam's amplification of float32 noise at a step of ~1e-2; at a learning rate
+    of 1e-4 it would pass a step wrong by all of itself (a clipping left out)."""
     item = f"{tf1_name} -> {tf2_name}"
+    if step_scaled:
+        step = max(float(np.max(np.abs(after1[tf1_name] - before1[tf1_name]), initial=0.0)),
+                   float(np.max(np.abs(after2[tf2_name] - before2[tf2_name]), initial=0.0)))
+        atol = min(atol, STEP_FRACTION * step)
     row = compare_arrays("weights", item, after1[tf1_name], after2[tf2_name], rtol, atol, where)
     if row.ok:
         return Row(row.rung, row.item, row.max_abs, row.max_rel, True, hint, where) \
