@@ -27,8 +27,7 @@ from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.loss_hints import ratio_hint, softmax_hint
 from pgtwin.parity.optimizer_config import (drift_hint, float32_rounding, keras_optimizer,
-                                             optimizer_rows,
-                                     rounded_to_float32, tf1_optimizer)
+                                            optimizer_rows, rounded_to_float32, tf1_optimizer)
 from pgtwin.parity.optimizer_pairs import optimizer_factories
 from pgtwin.parity.parity_rows import gradient_rows, output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program

@@ -46,7 +46,7 @@ from pgtwin.parity.code_checks import eager_guard, require_eager
 from pgtwin.parity.code_parity import compare_programs, is_program_pair
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.optimizer_config import (float32_rounding, keras_optimizer, optimizer_rows,
-                                     rounded_to_float32, tf1_optimizer)
+                                            rounded_to_float32, tf1_optimizer)
 from pgtwin.parity.optimizer_pairs import optimizer_factories
 from pgtwin.parity.parity_rows import DEFAULT_TOLERANCES, gradient_rows, output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
