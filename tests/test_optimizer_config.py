@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 from pgtwin.parity.optimizer_config import (RMSPROP_LEGACY_EPSILON, RMSPROP_START, drift_hint,
-                                             float32_rounding, keras_optimizer, optimizer_rows,
-                                             rounded_to_float32, tf1_optimizer)
+                                            float32_rounding, keras_optimizer, optimizer_rows,
+                                            rounded_to_float32, tf1_optimizer)
 
 tf1 = tf.compat.v1
 
