@@ -157,6 +157,32 @@ def test_existing_destination_and_tf2_sources_are_refused(tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
 
 
+def test_src_may_name_a_file_of_the_checkpoint_and_a_missing_one_lists_those_there(tmp_path,
+                                                                                   capsys):
+    # TensorFlow reads a checkpoint by its prefix, and takes model-5.index for an empty one;
+    # a Saver(max_to_keep=2) has deleted model-1.
+    rng = np.random.default_rng(0)
+    values = {"policy/dense_0/kernel": rng.standard_normal((2, 3)).astype(np.float32),
+              "policy/dense_0/bias": np.zeros(3, np.float32),
+              "policy/head/kernel": rng.standard_normal((3, 2)).astype(np.float32),
+              "policy/head/bias": np.zeros(2, np.float32)}
+    write_tf1_checkpoint(str(tmp_path / "tf1" / "model-3"), values)
+    src = write_tf1_checkpoint(str(tmp_path / "tf1" / "model-5"), values)
+    for i, given in enumerate((src + ".index", src + ".data-00000-of-00001")):
+        dst = str(tmp_path / "tf2" / f"p{i}")
+        assert main(["convert-checkpoint", given, dst]) == 0, capsys.readouterr().err
+        assert f"read {src}\n" in capsys.readouterr().out
+        eager = EagerAgent(PolicySpec("categorical", (2,), 2, hidden=(3,)), ReinforceConfig())
+        eager.restore(dst)
+        for name, value in values.items():
+            np.testing.assert_array_equal(eager.get_weights()[name], value)
+    missing = str(tmp_path / "tf1" / "model-1")
+    assert main(["convert-checkpoint", missing, str(tmp_path / "tf2" / "q")]) == 1
+    err = capsys.readouterr().err
+    assert f"no TF1 checkpoint at {missing!r}: {missing + '.index'!r} does not exist; the " \
+           f"checkpoints in {str(tmp_path / 'tf1')!r}: model-3, model-5" in err
+
+
 def test_a_wrong_step_count_fails_verification_and_writes_nothing(tmp_path, monkeypatch):
     spec = PolicySpec("categorical", (3,), 2, hidden=(4,))
     legacy = LegacyAgent(spec, ReinforceConfig(), seed=0)

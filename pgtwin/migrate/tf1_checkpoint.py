@@ -23,23 +23,49 @@ import tensorflow as tf
 _POWER = re.compile(r"(^|/)beta([12])_power(_\d+)?$")
 
 
+_FILE_SUFFIX = re.compile(r"\.(index|data-\d+-of-\d+)$")
+
+
 def checkpoint_prefix(src: str) -> str:
-    """The prefix of the TF1 checkpoint ``src`` (a prefix, or a directory with a ``checkpoint`` file)."""
+    """The prefix of the TF1 checkpoint ``src``: a prefix (``model.ckpt-5``), one of its files
+    (``model.ckpt-5.index``, ``model.ckpt-5.data-00000-of-00001``: the prefix is what
+    TensorFlow reads, and it takes an ``.index`` file for an empty checkpoint), or a directory
+    with a ``checkpoint`` file (its latest).
+
+    Raises:
+      ValueError: no checkpoint there; the message lists the prefixes of the checkpoints in
+        that directory (a ``Saver(max_to_keep=...)`` deletes the older ones).
+    """
     if os.path.isdir(src):
         latest = tf.train.latest_checkpoint(src)
         if latest is None:
             raise ValueError(f"{src!r} is a directory without a 'checkpoint' file: give the "
-                             "checkpoint's prefix (model.ckpt for model.ckpt.index)")
+                             "checkpoint's prefix (model.ckpt for model.ckpt.index)"
+                             + _listed(src))
         return latest
-    return src
+    prefix = _FILE_SUFFIX.sub("", src)
+    if not os.path.isfile(f"{prefix}.index"):
+        raise ValueError(f"no TF1 checkpoint at {src!r}: {prefix + '.index'!r} does not exist"
+                         + _listed(os.path.dirname(prefix) or "."))
+    return prefix
+
+
+def _listed(directory: str) -> str:
+    """``; the checkpoints in DIR: a, b`` from its ``*.index`` files (prefixes), or ''."""
+    try:
+        found = sorted(f[:-len(".index")] for f in os.listdir(directory) if f.endswith(".index"))
+    except OSError:
+        return ""
+    return f"; the checkpoints in {directory!r}: {', '.join(found)}" if found else ""
 
 
 def read_tf1_checkpoint(src: str) -> dict[str, np.ndarray]:
-    """Every variable of a TF1 checkpoint (a prefix, or a directory with a ``checkpoint`` file)."""
+    """Every variable of a TF1 checkpoint (``src`` as :func:`checkpoint_prefix` takes it)."""
+    prefix = checkpoint_prefix(src)
     try:
-        reader = tf.train.load_checkpoint(src)
+        reader = tf.train.load_checkpoint(prefix)
     except (ValueError, tf.errors.NotFoundError, tf.errors.DataLossError) as err:
-        raise ValueError(f"cannot read a checkpoint at {src!r}: {err}") from None
+        raise ValueError(f"cannot read a checkpoint at {prefix!r}: {err}") from None
     names = list(reader.get_variable_to_shape_map())
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
         raise ValueError(f"{src!r} is already a TF2 object-based checkpoint (tf.train.Checkpoint); "

@@ -27,7 +27,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "tf.train.Checkpoint that eager.agent.ReinforceAgent.restore reads, and verify "
                     "it: same variables, same distribution parameters on sample observations, "
                     "same optimizer steps. Nothing is written unless all of that holds.")
-    p.add_argument("src", metavar="SRC", help="TF1 checkpoint prefix (or its directory)")
+    p.add_argument("src", metavar="SRC", help="TF1 checkpoint prefix (model.ckpt-5), one of its "
+                   "files (model.ckpt-5.index) or its directory (the latest)")
     p.add_argument("dst", metavar="DST", help="prefix of the TF2 checkpoint to write")
     p.add_argument("--tf2", default=None, metavar="MODULE:FACTORY",
                    help="write into your own TF2 model: FACTORY returns a pgtwin.parity.programs."
@@ -97,9 +98,11 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                                  **{k: v for k, v in overrides.items() if v is not None})
     except ValueError as err:
         parser.error(str(err))
+    from pgtwin.migrate.tf1_checkpoint import checkpoint_prefix
     try:
+        src = checkpoint_prefix(args.src)
         result = convert_checkpoint(
-            args.src, args.dst, name_map=name_map, drop=args.drop, env_id=args.env,
+            src, args.dst, name_map=name_map, drop=args.drop, env_id=args.env,
             activation=args.activation, history=args.history, config=config,
             optimizer_state=args.optimizer_state, overwrite=args.overwrite)
     except (CheckpointMismatchError, ConversionVerificationError, FileExistsError, ValueError) as err:
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"pgtwin convert-checkpoint: {err}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps({"ok": True, "dst": result.dst, "spec": _spec_dict(result.spec),
+        print(json.dumps({"ok": True, "src": src, "dst": result.dst, "spec": _spec_dict(result.spec),
                           "dtype": result.config.dtype,
                           "renamed": result.renamed, "optimizer_state": result.optimizer_state,
                           "iterations": result.iterations, "dropped": result.dropped,
@@ -116,7 +119,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 0
     print(result.report.to_table())
     renames = [f"  {old} -> {new}" for old, new in result.renamed.items() if old != new]
-    print("\n".join([f"wrote {result.dst}", f"spec: {result.spec}",
+    print("\n".join([f"read {src}", f"wrote {result.dst}", f"spec: {result.spec}",
                      f"optimizer state: {result.optimizer_state} (iterations {result.iterations})"]
                     + (["renamed:"] + renames if renames else [])
                     + ([f"dropped: {result.dropped}"] if result.dropped else [])))
@@ -170,21 +173,23 @@ def _run_user(args: argparse.Namespace, parser: argparse.ArgumentParser,
     except (OSError, ValueError) as err:
         return fail(ValueError(f"--inputs {args.inputs!r}: cannot read an .npz: {err}"))
     try:
-        dtype = args.dtype or _checkpoint_dtype(read_tf1_checkpoint(checkpoint_prefix(args.src)))
+        src = checkpoint_prefix(args.src)
+        dtype = args.dtype or _checkpoint_dtype(read_tf1_checkpoint(src))
         tf2 = load_factory(args.tf2, TF2Program, dtype, what="--tf2")
         tf1 = None if args.tf1 is None else load_factory(args.tf1, TF1Program, dtype, what="--tf1")
-        result = convert_user_checkpoint(args.src, args.dst, tf1, tf2, inputs, name_map,
+        result = convert_user_checkpoint(src, args.dst, tf1, tf2, inputs, name_map,
                                          args.optimizer_state, args.drop, args.overwrite)
     except (FactoryError, UserCheckpointError, ConversionVerificationError, FileExistsError,
             ValueError) as err:
         return fail(err)
     if args.json:
-        print(json.dumps({"ok": True, "dst": result.dst, "optimizer_state": result.optimizer_state,
+        print(json.dumps({"ok": True, "src": src, "dst": result.dst,
+                          "optimizer_state": result.optimizer_state,
                           "iterations": result.iterations, "not_converted": result.not_converted,
                           "notes": result.notes, "report": result.report.to_dict()}))
         return 0
     print(result.report.to_table())
-    print("\n".join([f"wrote {result.dst}",
+    print("\n".join([f"read {src}", f"wrote {result.dst}",
                      f"optimizer state: {result.optimizer_state} (iterations {result.iterations})"]
                     + [f"note: {n}" for n in result.notes]
                     + ([f"not converted: {result.not_converted}"] if result.not_converted else [])))
