@@ -138,13 +138,18 @@ def load_tf1_adam(optimizer: Any, variables: Mapping[str, Any],
     """Put Adam's state into a TF1 ``AdamOptimizer`` whose slots exist in ``session``'s graph.
 
     ``slots[name]`` is ``(m, v)`` for ``variables[name]``; the beta powers are loaded as
-    given (TF1 keeps them as float32 variables, even in a float64 graph). ``.load`` is the
-    graph-mode assign: no op is added to the graph.
+    given (TF1 keeps them as float32 variables, even in a float64 graph).
     """
     for name, variable in variables.items():
-        optimizer.get_slot(variable, "m").load(slots[name][0], session)
-        optimizer.get_slot(variable, "v").load(slots[name][1], session)
+        _set(optimizer.get_slot(variable, "m"), slots[name][0], session)
+        _set(optimizer.get_slot(variable, "v"), slots[name][1], session)
     # TF1 Adam has no public accessor for its beta powers.
     beta1, beta2 = optimizer._get_beta_accumulators()  # noqa: SLF001
-    beta1.load(beta1_power, session)
-    beta2.load(beta2_power, session)
+    _set(beta1, beta1_power, session)
+    _set(beta2, beta2_power, session)
+
+
+def _set(variable: Any, value: Any, session: Any) -> None:
+    """Assign ``value`` to a graph variable by running its initializer on it: no op is added
+    to the graph (what the deprecated ``Variable.load`` runs)."""
+    session.run(variable.initializer, {variable.initializer.inputs[1]: value})
