@@ -12,6 +12,7 @@ import pgtwin_core.battery  # noqa: F401  (registers BatteryArbitrage-v0)
 from pgtwin_core import seeded_cartpole
 from pgtwin_core.history import HistoryWindow
 from pgtwin_core.observation_shape import ObservationShapeCheck
+from pgtwin_core.specs import observation_rank_problem
 
 Vectorization = Literal["auto", "vector", "sync", "async"]
 
@@ -121,8 +122,9 @@ def make_vec_env(
     return envs
 
 
-def env_spaces_check(env_id: str) -> None:
-    """Raise ValueError unless ``env_id`` is registered with spaces pgtwin supports.
+def env_spaces_check(env_id: str, torso: str = "mlp", history: int = 1) -> None:
+    """Raise ValueError unless ``env_id`` is registered with spaces pgtwin supports, with
+    observations of a rank ``torso`` takes (``specs.observation_rank_problem``).
 
     One plain env is made and closed: cheap next to the TensorFlow import a run needs, so
     ``pgtwin train`` refuses an unsupported env before importing TensorFlow.
@@ -134,6 +136,9 @@ def env_spaces_check(env_id: str) -> None:
     env = gymnasium.make(env_id)
     try:
         check_spaces(env_id, env.observation_space, env.action_space)
+        problem = observation_rank_problem(env_id, env.observation_space.shape, torso, history)
+        if problem:
+            raise ValueError(problem)
     finally:
         env.close()
 

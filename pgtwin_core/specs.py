@@ -183,6 +183,27 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
         raise ValueError(f"PolicySpec.{name}={value!r} is not one of {choices}")
 
 
+def observation_rank_problem(env_id: str, obs_shape: tuple[int, ...], torso: str,
+                             history: int = 1) -> str | None:
+    """Why an env's observations of ``obs_shape`` (the env's own, before any history window)
+    do not fit ``torso``, or None. The MLP takes ``[obs_dim]``; the LSTM takes ``[obs_dim]``
+    in a window of ``history`` steps, or an env's own window ``[K, obs_dim]`` (history 1),
+    whose first axis it reads as time."""
+    rank = len(obs_shape)
+    if rank == 1:
+        return None
+    flatten = ("flatten them first (gymnasium.wrappers.FlattenObservation around the env, "
+               "or an env that returns obs.ravel())")
+    if torso == "lstm" and rank == 2 and history == 1:
+        return None
+    if torso == "lstm":
+        return (f"{env_id!r} has {rank}-D observations {tuple(obs_shape)}: a history window "
+                f"(--history {history}) stacks 1-D observations; {flatten}")
+    return (f"{env_id!r} has {rank}-D observations {tuple(obs_shape)}, and the mlp torso takes "
+            f"1-D ones: {flatten}, or, if the first axis is time ([K, obs_dim]), use "
+            "--torso lstm (torso='lstm'), which reads it as K steps")
+
+
 def spec_for_env(
     env: gym.Env | gym.vector.VectorEnv,
     torso: str = "mlp",
@@ -203,6 +224,13 @@ def spec_for_env(
     act_space = getattr(env, "single_action_space", env.action_space)
     if not isinstance(obs_space, gym.spaces.Box):
         raise ValueError(f"spec_for_env: observation space {obs_space} is not a Box")
+    history = getattr(env, "pgtwin_history", 1)
+    problem = observation_rank_problem(
+        getattr(env, "pgtwin_env_id", None) or getattr(getattr(env, "spec", None), "id", None)
+        or "the env",
+        obs_space.shape[1:] if history > 1 else obs_space.shape, torso, history)
+    if problem:
+        raise ValueError(f"spec_for_env: {problem}")
     if isinstance(act_space, gym.spaces.Discrete):
         return PolicySpec("categorical", obs_space.shape, int(act_space.n), torso=torso,
                           hidden=hidden, activation=activation,

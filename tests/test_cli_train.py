@@ -255,6 +255,15 @@ def test_unknown_env_lists_what_is_supported(tmp_path, capsys):
     assert "Discrete or Box actions" in err and "CartPole-v1, Pendulum-v1, BatteryArbitrage-v0" in err
 
 
+def test_a_2d_observation_env_is_refused_before_tensorflow_naming_the_fix(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--env", "tests.test_envs:PgtwinTestGrid-v0", "--logdir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "'PgtwinTestGrid-v0' has 2-D observations (2, 3), and the mlp torso takes 1-D ones: " \
+           "flatten them first (gymnasium.wrappers.FlattenObservation" in err
+
+
 def test_resume_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--resume", "--logdir", str(tmp_path / "empty")])

@@ -8,8 +8,9 @@ from gymnasium import spaces
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from pgtwin_core.envs import _check_autoreset, make_vec_env
+from pgtwin_core.envs import _check_autoreset, env_spaces_check, make_vec_env
 from pgtwin_core.history import HistoryWindow
+from pgtwin_core.specs import spec_for_env
 
 SYNC_IDS = ["Pendulum-v1", "BatteryArbitrage-v0"]
 PUSH_RIGHT = np.ones(3, dtype=np.int64)  # always pushing one way topples CartPole in ~10 steps
@@ -29,8 +30,24 @@ class _MultiBinaryActionEnv(gymnasium.Env):
         return np.zeros(2, np.float32), 0.0, False, False, {}
 
 
+class GridObservationEnv(gymnasium.Env):
+    """Observations ``[2, 3]`` (a grid, not a time window), actions ``Discrete(3, start=-1)``."""
+
+    observation_space = spaces.Box(0.0, 1.0, (2, 3), np.float32)
+    action_space = spaces.Discrete(3, start=-1)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros((2, 3), np.float32), {}
+
+    def step(self, action):
+        return np.zeros((2, 3), np.float32), float(action), False, False, {}
+
+
 if "PgtwinTestMultiBinary-v0" not in gymnasium.registry:
     gymnasium.register("PgtwinTestMultiBinary-v0", entry_point=_MultiBinaryActionEnv)
+if "PgtwinTestGrid-v0" not in gymnasium.registry:
+    gymnasium.register("PgtwinTestGrid-v0", entry_point=GridObservationEnv, max_episode_steps=5)
 
 
 def _windows_by_loop(obs: list[np.ndarray], dones: list[np.ndarray], k: int) -> list[np.ndarray]:
@@ -209,6 +226,25 @@ def test_unknown_id_names_it_and_hints_what_is_supported():
 def test_non_box_observation_space_is_rejected():
     with pytest.raises(ValueError, match=r"observation space Discrete\(16\)"):
         make_vec_env("FrozenLake-v1")
+
+
+def test_observations_of_a_rank_the_torso_does_not_take_are_refused_naming_the_fix():
+    # The mlp takes [obs_dim]; the lstm an env's own window [K, obs_dim], or [obs_dim]
+    # stacked by --history K.
+    with pytest.raises(ValueError, match=r"'PgtwinTestGrid-v0' has 2-D observations \(2, 3\), "
+                       r"and the mlp torso takes 1-D ones: flatten them first "
+                       r"\(gymnasium.wrappers.FlattenObservation.*--torso lstm"):
+        env_spaces_check("PgtwinTestGrid-v0")
+    env_spaces_check("PgtwinTestGrid-v0", torso="lstm")  # read as 2 steps of 3
+    with pytest.raises(ValueError, match=r"a history window \(--history 4\) stacks 1-D"):
+        env_spaces_check("PgtwinTestGrid-v0", torso="lstm", history=4)
+    env_spaces_check("CartPole-v1", torso="lstm", history=4)
+    envs = make_vec_env("PgtwinTestGrid-v0", 2)
+    with pytest.raises(ValueError, match=r"spec_for_env: 'PgtwinTestGrid-v0' has 2-D"):
+        spec_for_env(envs)
+    assert spec_for_env(envs, torso="lstm").obs_shape == (2, 3)
+    assert spec_for_env(make_vec_env("CartPole-v1", 2, history=3), torso="lstm").obs_shape == (3, 4)
+    envs.close()
 
 
 def test_unsupported_action_space_is_rejected():

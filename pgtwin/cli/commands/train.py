@@ -250,7 +250,7 @@ def check_env(settings, parser) -> None:
     try:
         if settings.env_module:
             import_env_module(settings.env_module)
-        env_spaces_check(settings.env_id)
+        env_spaces_check(settings.env_id, settings.torso, settings.history)
     except ValueError as err:
         parser.error(str(err))
 
