@@ -197,8 +197,9 @@ def observation_rank_problem(env_id: str, obs_shape: tuple[int, ...], torso: str
     if torso == "lstm" and rank == 2 and history == 1:
         return None
     if torso == "lstm":
-        return (f"{env_id!r} has {rank}-D observations {tuple(obs_shape)}: a history window "
-                f"(--history {history}) stacks 1-D observations; {flatten}")
+        takes = (f"a history window (--history {history}) stacks 1-D observations" if history > 1
+                 else "the lstm torso takes 1-D observations or an env's own window [K, obs_dim]")
+        return f"{env_id!r} has {rank}-D observations {tuple(obs_shape)}: {takes}; {flatten}"
     return (f"{env_id!r} has {rank}-D observations {tuple(obs_shape)}, and the mlp torso takes "
             f"1-D ones: {flatten}, or, if the first axis is time ([K, obs_dim]), use "
             "--torso lstm (torso='lstm'), which reads it as K steps")

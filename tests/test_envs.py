@@ -10,7 +10,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from pgtwin_core.envs import _check_autoreset, env_spaces_check, make_vec_env
 from pgtwin_core.history import HistoryWindow
-from pgtwin_core.specs import spec_for_env
+from pgtwin_core.specs import observation_rank_problem, spec_for_env
 
 SYNC_IDS = ["Pendulum-v1", "BatteryArbitrage-v0"]
 PUSH_RIGHT = np.ones(3, dtype=np.int64)  # always pushing one way topples CartPole in ~10 steps
@@ -239,6 +239,9 @@ def test_observations_of_a_rank_the_torso_does_not_take_are_refused_naming_the_f
     with pytest.raises(ValueError, match=r"a history window \(--history 4\) stacks 1-D"):
         env_spaces_check("PgtwinTestGrid-v0", torso="lstm", history=4)
     env_spaces_check("CartPole-v1", torso="lstm", history=4)
+    assert observation_rank_problem("E", (2, 3, 4), "lstm").startswith(
+        "'E' has 3-D observations (2, 3, 4): the lstm torso takes 1-D observations or an env's "
+        "own window [K, obs_dim]; flatten them first")
     envs = make_vec_env("PgtwinTestGrid-v0", 2)
     with pytest.raises(ValueError, match=r"spec_for_env: 'PgtwinTestGrid-v0' has 2-D"):
         spec_for_env(envs)
