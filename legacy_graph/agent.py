@@ -152,9 +152,13 @@ class ReinforceAgent:
 
     def per_sample_gradients(self, obs: np.ndarray, actions: np.ndarray,
                              method: str = "vectorized") -> dict[str, np.ndarray]:
-        """``{name: [B, *shape]}``: the gradient of each ``log pi(a_i|s_i)``, not summed.
+        """``{name: [B, *shape]}``: the gradient ``g_i`` of each ``log pi(a_i|s_i)``, not summed.
+        The batch's loss gradient (:meth:`gradients`) is ``-sum_i w_i adv_i g_i``, with
+        ``w_i = valid_i / num_valid`` and the advantages of :meth:`inputs` (plus the entropy
+        bonus' gradient where ``entropy_coef`` is set; docs/baselines.md).
 
-        ``method``: ``vectorized`` (pfor), ``analytic`` (MLP: one backward pass) or ``loop``
+        ``method``: ``vectorized`` (pfor), ``analytic`` (one backward pass; every torso, the
+        LSTM's gate layer summed over its window's steps) or ``loop``
         (one ``tf.gradients`` run per sample; the slow reference). See ``legacy_graph/per_sample.py``.
         """
         return self._per_sample_ops().gradients(obs, actions, method)
