@@ -172,8 +172,11 @@ def test_resume_with_a_larger_budget_continues_the_same_run(tmp_path, capsys, im
     for col in ("episode", "update", "env_steps", "env_index", "return", "length"):
         np.testing.assert_array_equal(want[col], got[col], err_msg=col)
     # Resuming a finished run trains nothing more.
-    code, summary, _ = _train(capsys, "--resume", "--logdir", logdir, "--json", "--no-progress")
+    code, summary, err = _train(capsys, "--resume", "--logdir", logdir, "--json", "--no-progress")
     assert code == 0 and summary["updates"] == 4
+    # (the budget, without --steps, is the run's first one: 256)
+    assert "nothing left to train: its 512 env steps reach the budget of 256 (raise --steps " \
+           "to go on)" in err
 
 
 @pytest.mark.parametrize("impl", ["graph", "eager"])

@@ -341,6 +341,12 @@ class _Run:
                "with reseeded envs (this env's state cannot be checkpointed)")
         self.say(f"resuming {ckpt.path} {how}: update {self.progress.update}, env-step "
                  f"{self.progress.env_steps}, {self.progress.episodes} episodes logged")
+        if self._done():
+            why = (f"its {self.progress.env_steps} env steps reach the budget of "
+                   f"{self.settings.total_steps} (raise --steps to go on)"
+                   if self.progress.env_steps >= self.settings.total_steps else
+                   "it solved the env and stops there (pass --no-stop to go on)")
+            self.say(f"nothing left to train: {why}")
 
     # ------------------------------------------------------------------ loop
     def _done(self) -> bool:
