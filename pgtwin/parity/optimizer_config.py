@@ -165,7 +165,7 @@ def drift_hint(tf1_kind: str, optimizer: Any) -> str:
     velocities = _keras_velocities(optimizer)
     if velocities is None or not all(np.all(np.asarray(v) == 1) for v in velocities):
         notes.append(RMSPROP_START)
-    legacy = "optimizer_v2" in type(optimizer).__module__ or ".legacy" in type(optimizer).__module__
+    legacy = ".legacy." in type(optimizer).__module__  # tf_keras.src.optimizers.legacy.rmsprop
     if legacy and not float(optimizer.get_config().get("momentum") or 0.0):
         notes.append(RMSPROP_LEGACY_EPSILON)
     return "; ".join(notes)
@@ -188,8 +188,7 @@ def float32_rounding(tf1_kind: str, tf1_settings: Mapping[str, float],
                      keras_settings: Mapping[str, float]) -> str:
     """Why a float64 TF1 optimizer drifts from Keras by ~1e-7 relative per step, naming a
     setting TF1 rounded to float32 (see :func:`rounded_to_float32`)."""
-    key = next(k for k, a in tf1_settings.items() if k in keras_settings
-               and a != keras_settings[k] and a == float(np.float32(keras_settings[k])))
+    key = _rounded_keys(tf1_settings, keras_settings)[0]
     return (f"TF1's optimizer rounds its settings to float32 even in a float64 graph ({key} = "
             f"float32({keras_settings[key]:g})) and Keras does not, a ~1e-7 relative drift per "
             "step that is not your code's"
@@ -200,5 +199,11 @@ def float32_rounding(tf1_kind: str, tf1_settings: Mapping[str, float],
 def rounded_to_float32(tf1_settings: Mapping[str, float],
                        keras_settings: Mapping[str, float]) -> bool:
     """True when some TF1 setting is the float32 rounding of the Keras one (not equal)."""
-    return any(a != keras_settings[k] and a == float(np.float32(keras_settings[k]))
-               for k, a in tf1_settings.items() if k in keras_settings)
+    return bool(_rounded_keys(tf1_settings, keras_settings))
+
+
+def _rounded_keys(tf1_settings: Mapping[str, float],
+                  keras_settings: Mapping[str, float]) -> list[str]:
+    """The settings whose TF1 value is the float32 rounding of the Keras one (not equal)."""
+    return [k for k, a in tf1_settings.items() if k in keras_settings
+            and a != keras_settings[k] and a == float(np.float32(keras_settings[k]))]
