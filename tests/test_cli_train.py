@@ -267,6 +267,42 @@ def test_a_2d_observation_env_is_refused_before_tensorflow_naming_the_fix(tmp_pa
            "flatten them first (gymnasium.wrappers.FlattenObservation" in err
 
 
+def _agent_tensorflow_refuses(*args, **kwargs):
+    """An agent whose graph TensorFlow refuses: a [2, 3] x [4, 5] product, which its shape
+    inference rejects with a ValueError raised inside tensorflow."""
+    import tensorflow as tf
+
+    with tf.Graph().as_default():
+        tf.matmul(tf.zeros([2, 3]), tf.zeros([4, 5]))
+
+
+def test_a_valueerror_from_tensorflow_is_a_failure_not_a_usage_error(tmp_path, capsys,
+                                                                    monkeypatch):
+    monkeypatch.setattr("pgtwin.train.run.agent_class", lambda impl: _agent_tensorflow_refuses)
+    code, _, err = _train(capsys, "--env", "CartPole-v1", "--impl", "graph", "--steps", "64",
+                          "--logdir", str(tmp_path / "run"), *TINY)
+    assert code == 1
+    first = err.split("\n")[0]
+    assert first.startswith("pgtwin train: error: tensorflow raised ValueError while setting "
+                            "up CartPole-v1 with the graph twin: "), err
+    assert "Your settings were accepted" in err and "usage:" not in err
+    # the traceback ends where TensorFlow raised, with the product's call above it
+    assert "Traceback" in err and "_agent_tensorflow_refuses" in err
+
+
+def test_a_valueerror_raised_by_pgtwin_stays_a_usage_error(tmp_path, capsys, monkeypatch):
+    def refuses(spec, config, seed):  # a refusal raised inside pgtwin_core
+        config.replace(update_path="cached", baseline="value")
+
+    monkeypatch.setattr("pgtwin.train.run.agent_class", lambda impl: refuses)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--env", "CartPole-v1", "--steps", "64", "--logdir",
+              str(tmp_path / "run"), *TINY])
+    assert exit_info.value.code == 2
+    assert "ReinforceConfig.update_path='cached' cannot serve baseline='value'" in \
+        capsys.readouterr().err
+
+
 def test_resume_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--resume", "--logdir", str(tmp_path / "empty")])

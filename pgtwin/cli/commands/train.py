@@ -255,6 +255,18 @@ def check_env(settings, parser) -> None:
         parser.error(str(err))
 
 
+def refused_or_failed(err: ValueError, parser, doing: str) -> int:
+    """Exit 2 with the usage text for pgtwin's own refusal of the settings; exit 1 with
+    :func:`pgtwin.cli.error_origin.foreign_failure`'s report for a ValueError raised inside
+    TensorFlow, numpy or the env's code (``doing``: what was under way)."""
+    from pgtwin.cli.error_origin import foreign_failure, raised_by_project
+
+    if raised_by_project(err):
+        parser.error(str(err))
+    print(f"pgtwin train: error: {foreign_failure(err, doing)}", file=sys.stderr)
+    return 1
+
+
 def run(args, parser) -> int:
     """Train; print the summary (``--json``: one JSON line last on stdout)."""
     from pgtwin.cli.tensorflow_startup import import_tensorflow
@@ -275,7 +287,8 @@ def run(args, parser) -> int:
         print(f"pgtwin train: error: {err}", file=sys.stderr)
         return 1
     except ValueError as err:  # set-up: unknown env id, unsupported spaces, bad spec
-        parser.error(str(err))
+        return refused_or_failed(err, parser, f"setting up {settings.env_id} with the "
+                                 f"{settings.impl} twin")
     except KeyboardInterrupt:
         print(f"pgtwin train: interrupted; resume with: pgtwin train --resume --logdir "
               f"{settings.logdir}", file=sys.stderr)
@@ -400,7 +413,8 @@ def run_under_strategy(args, parser, settings, resume: bool) -> int:
             os._exit(1)
         return 1
     except ValueError as err:
-        parser.error(str(err))
+        return refused_or_failed(err, parser, f"setting up {settings.env_id} under "
+                                 f"--strategy {strategy_name}")
     summary = {**result.summary(), "strategy": strategy_name,
                "num_replicas": int(strategy.num_replicas_in_sync)}
     if getattr(args, "json", False):
