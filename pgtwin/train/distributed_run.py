@@ -43,6 +43,7 @@ from pgtwin.train.distributed import (
     iterate_distributed_training, replica_env_seed, replica_rng,
 )
 from pgtwin.train.episode_log import DISTRIBUTED_COLUMNS, EpisodeLog
+from pgtwin.train.resume_command import resume_command
 from pgtwin.train.run_lock import RunLock, RunLockError
 from pgtwin.train.skipped_updates import first_skip_message, stall_message
 from pgtwin.train.run import (
@@ -83,9 +84,9 @@ def read_cluster(logdir: str) -> ClusterShape:
         return ClusterShape(**json.load(f))
 
 
-def resume_command(logdir: str, shape: ClusterShape) -> str:
+def cluster_resume_command(settings: RunSettings, shape: ClusterShape) -> str:
     """The command that resumes the run (on every worker, each with its ``TF_CONFIG``)."""
-    command = f"pgtwin train --resume --logdir {logdir}"
+    command = resume_command(settings.logdir, settings.env_module)
     if shape.num_workers > 1:
         return f"restart all {shape.num_workers} workers, each with its TF_CONFIG: {command}"
     return command
@@ -375,7 +376,7 @@ class _DistributedRun:
             f"{who} of {self.shape.num_workers} was lost during update {self.progress.update + 1} "
             f"({type(err).__name__}: {worker_health.reason(err)}); worker {self.worker} stops. "
             f"{last[0].upper()}{last[1:]}; to continue, "
-            f"{resume_command(self.settings.logdir, self.shape)}", lost)
+            f"{cluster_resume_command(self.settings, self.shape)}", lost)
 
     def _record(self, it, wall: float) -> None:
         from eager import collectives

@@ -39,6 +39,7 @@ from pgtwin_core.specs import spec_for_env
 from pgtwin.train import checkpoints, env_snapshot, run_checkpoint
 from pgtwin.train.episode_log import EpisodeLog, finished_episodes, read_episodes
 from pgtwin.train.plots import Curve, save_learning_curves
+from pgtwin.train.resume_command import resume_command
 from pgtwin.train.run_lock import RunLock, RunLockError
 from pgtwin.train.run_storage import StorageError, prepare_logdir, writing
 from pgtwin.train.settings import RunSettings
@@ -394,7 +395,7 @@ class _Run:
     def storage_failure(self, err: StorageError) -> str:
         """The one message for a failed write: what, why, what is intact, what to do."""
         s, p = self.settings, self.progress
-        then = (f"then resume with: pgtwin train --resume --logdir {s.logdir}"
+        then = (f"then resume with: {resume_command(s.logdir, s.env_module)}"
                 if self.last_checkpoint else "then start the run again")
         return (f"{s.env_id} ({s.impl}) could not write {err.path} after update {p.update} "
                 f"(env-step {p.env_steps}): {err.reason}; {self._intact()} (checkpoints are "

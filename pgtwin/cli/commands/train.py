@@ -270,6 +270,7 @@ def refused_or_failed(err: ValueError, parser, doing: str) -> int:
 def run(args, parser) -> int:
     """Train; print the summary (``--json``: one JSON line last on stdout)."""
     from pgtwin.cli.tensorflow_startup import import_tensorflow
+    from pgtwin.train.resume_command import resume_command
     from pgtwin.train.run import TrainingError, train
 
     parser = getattr(args, "command_parser", parser)
@@ -290,8 +291,8 @@ def run(args, parser) -> int:
         return refused_or_failed(err, parser, f"setting up {settings.env_id} with the "
                                  f"{settings.impl} twin")
     except KeyboardInterrupt:
-        print(f"pgtwin train: interrupted; resume with: pgtwin train --resume --logdir "
-              f"{settings.logdir}", file=sys.stderr)
+        print(f"pgtwin train: interrupted; resume with: "
+              f"{resume_command(settings.logdir, settings.env_module)}", file=sys.stderr)
         return 130
     if args.json:
         print(json.dumps(result.summary()))
