@@ -21,6 +21,15 @@ SUPPORTED_HINT = (
     "actions, e.g. CartPole-v1, Pendulum-v1, BatteryArbitrage-v0"
 )
 
+
+def unknown_env_message(env_id: str, err: Exception) -> str:
+    """Why ``env_id`` is not registered, what is supported, and how to register one's own:
+    the forgotten module prefix is the usual cause with a user's env."""
+    return (f"unknown env id {env_id!r} ({err}); {SUPPORTED_HINT}. If your own module "
+            f"registers it, import that module first (pgtwin train: --env "
+            f"MODULE:{env_id}, e.g. --env mypkg.envs:{env_id})")
+
+
 _MODES = {"vector": "vector_entry_point", "sync": "sync", "async": "async"}
 
 
@@ -81,7 +90,7 @@ def make_vec_env(
     try:
         spec = gymnasium.spec(env_id)
     except gymnasium.error.Error as err:
-        raise ValueError(f"unknown env id {env_id!r} ({err}); {SUPPORTED_HINT}") from err
+        raise ValueError(unknown_env_message(env_id, err)) from err
 
     has_vector = spec.vector_entry_point is not None
     if vectorization == "vector" and not has_vector:
@@ -132,7 +141,7 @@ def env_spaces_check(env_id: str, torso: str = "mlp", history: int = 1) -> None:
     try:
         gymnasium.spec(env_id)
     except gymnasium.error.Error as err:
-        raise ValueError(f"unknown env id {env_id!r} ({err}); {SUPPORTED_HINT}") from err
+        raise ValueError(unknown_env_message(env_id, err)) from err
     env = gymnasium.make(env_id)
     try:
         check_spaces(env_id, env.observation_space, env.action_space)

@@ -256,6 +256,8 @@ def test_unknown_env_lists_what_is_supported(tmp_path, capsys):
         main(["train", "--env", "NoSuchEnv-v0", "--logdir", str(tmp_path)])
     err = capsys.readouterr().err
     assert "Discrete or Box actions" in err and "CartPole-v1, Pendulum-v1, BatteryArbitrage-v0" in err
+    # the usual cause with one's own env: the module that registers it was not named
+    assert "import that module first (pgtwin train: --env MODULE:NoSuchEnv-v0" in err
 
 
 def test_a_2d_observation_env_is_refused_before_tensorflow_naming_the_fix(tmp_path, capsys):
