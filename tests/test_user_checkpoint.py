@@ -213,6 +213,9 @@ def test_unpaired_variables_are_listed_with_shapes_and_nothing_is_written(
             convert_user_checkpoint(src, str(out / "ckpt"), tf1_side, tf2_program(tf2_bias), batch)
         for text in listed + [src, "Nothing was written"]:
             assert text in str(err.value)
+        # each problem once: in the list, not again under the table of the pairs found
+        assert str(err.value).count(listed[0]) == 1, str(err.value)
+        assert "UNPAIRED" not in str(err.value) and "The pairs found:" in str(err.value)
         assert not out.exists() or os.listdir(out) == []
 
 

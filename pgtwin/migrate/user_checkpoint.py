@@ -267,7 +267,8 @@ def _refuse_unpaired(mapping: VariableMapping, eager: TF2Side, prefix: str,
     raise UserCheckpointError(
         f"checkpoint {prefix}: the TF1 and TF2 variables could not be paired, and nothing "
         "is invented for a variable that does not exist:\n" + "\n".join(lines)
-        + "\nFix: " + "; ".join(fixes) + ".\n" + mapping.to_table() + "\nNothing was written.")
+        + "\nFix: " + "; ".join(fixes) + ".\nThe pairs found:\n"
+        + mapping.to_table(with_problems=False) + "\nNothing was written.")
 
 
 def _common_dtype(mapping: VariableMapping, prefix: str) -> str:

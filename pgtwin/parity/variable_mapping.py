@@ -72,8 +72,9 @@ class VariableMapping:
         """``{tf1 name: tf2 name}`` of the pairs."""
         return {p.tf1.name: p.tf2.name for p in self.pairs}
 
-    def to_table(self) -> str:
-        """Fixed-width text: one line per pair, then one per problem."""
+    def to_table(self, with_problems: bool = True) -> str:
+        """Fixed-width text: one line per pair, then (``with_problems``) one per problem;
+        an error that lists the problems itself shows the pairs alone."""
         rows = [(p.tf1.name, str(p.tf1.shape), p.tf2.name, str(p.tf2.shape), p.how)
                 for p in self.pairs]
         header = ("TF1 variable", "shape", "TF2 variable", "shape", "paired by")
@@ -83,7 +84,7 @@ class VariableMapping:
         lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
         lines += [fmt.format(*r) for r in rows]
         lines += [f"UNPAIRED {p.side} {p.variable.name} {p.variable.shape}: {p.message}"
-                  for p in self.problems]
+                  for p in self.problems if with_problems]
         return "\n".join(lines)
 
 
