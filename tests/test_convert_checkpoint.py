@@ -7,6 +7,7 @@ steps, which only agree if m, v and the step count were all converted.
 """
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -84,7 +85,15 @@ def test_lstm_gaussian_with_env_spec_through_the_cli(tmp_path, capsys):
     dst = str(tmp_path / "tf2" / "policy")
     rc = main(["convert-checkpoint", src, dst, "--env", "BatteryArbitrage-v0", "--history", "3"])
     assert rc == 0, capsys.readouterr().err
-    assert "optimizer state: adam (iterations 0)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "optimizer state: adam (iterations 0)" in out
+    # what the checkpoint could not say and the command did not give is flagged as assumed
+    assert "note: activation tanh is the default, not read from SRC" in out
+    assert "pass --activation (relu)" in out
+    assert "note: learning rate 0.01 is ReinforceConfig's default, not SRC's" in out
+    rc = main(["convert-checkpoint", src, dst + "2", "--env", "BatteryArbitrage-v0",
+               "--history", "3", "--activation", "tanh", "--learning-rate", "0.01", "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out.splitlines()[-1])["notes"] == []
     eager = EagerAgent(spec, ReinforceConfig(), seed=2)
     eager.restore(dst)
     obs = np.random.default_rng(0).uniform(0, 1, (16, *spec.obs_shape)).astype(np.float32)

@@ -16,6 +16,10 @@ from pgtwin_core.config import DTYPES, OPTIMIZERS
 from pgtwin_core.specs import ACTIVATIONS
 from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
 
+DEFAULT_ACTIVATION = "tanh"
+"""The hidden activation assumed when ``--activation`` is not given (a checkpoint holds
+weights, not the functions between them)."""
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``convert-checkpoint`` and its options."""
@@ -51,8 +55,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--env", default=None, metavar="ENV_ID",
                    help="take observation and action spaces (Gaussian bounds, squash) from this "
                         "gymnasium env and check them against the shapes")
-    p.add_argument("--activation", choices=ACTIVATIONS, default="tanh",
-                   help="hidden activation (not stored in checkpoints; default tanh)")
+    p.add_argument("--activation", choices=ACTIVATIONS, default=None,
+                   help=f"hidden activation (not stored in checkpoints; default "
+                        f"{DEFAULT_ACTIVATION})")
     p.add_argument("--history", type=int, default=1, metavar="K",
                    help="observation window of an lstm policy (not stored in checkpoints; default 1)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
@@ -103,16 +108,18 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         src = checkpoint_prefix(args.src)
         result = convert_checkpoint(
             src, args.dst, name_map=name_map, drop=args.drop, env_id=args.env,
-            activation=args.activation, history=args.history, config=config,
+            activation=args.activation or DEFAULT_ACTIVATION, history=args.history,
+            config=config,
             optimizer_state=args.optimizer_state, overwrite=args.overwrite)
     except (CheckpointMismatchError, ConversionVerificationError, FileExistsError, ValueError) as err:
         if args.json:
             print(json.dumps({"ok": False, "error": str(err)}))
         print(f"pgtwin convert-checkpoint: {err}", file=sys.stderr)
         return 1
+    notes = assumed_settings(args, config)
     if args.json:
         print(json.dumps({"ok": True, "src": src, "dst": result.dst, "spec": _spec_dict(result.spec),
-                          "dtype": result.config.dtype,
+                          "dtype": result.config.dtype, "notes": notes,
                           "renamed": result.renamed, "optimizer_state": result.optimizer_state,
                           "iterations": result.iterations, "dropped": result.dropped,
                           "report": result.report.to_dict()}))
@@ -122,10 +129,28 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print("\n".join([f"read {src}", f"wrote {result.dst}", f"spec: {result.spec}",
                      f"optimizer state: {result.optimizer_state} (iterations {result.iterations})"]
                     + (["renamed:"] + renames if renames else [])
-                    + ([f"dropped: {result.dropped}"] if result.dropped else [])))
+                    + ([f"dropped: {result.dropped}"] if result.dropped else [])
+                    + [f"note: {n}" for n in notes]))
     print(f"restore it with eager.agent.ReinforceAgent(spec, ReinforceConfig(optimizer="
           f"{result.config.optimizer!r}, dtype={result.config.dtype!r})).restore({result.dst!r})")
     return 0
+
+
+def assumed_settings(args: argparse.Namespace, config) -> list[str]:
+    """Notes on what DST holds that SRC could not say and the command line did not give:
+    the hidden activation, and (with the optimizer's state kept) the learning rate."""
+    notes = []
+    if args.activation is None:
+        others = ", ".join(a for a in ACTIVATIONS if a != DEFAULT_ACTIVATION)
+        notes.append(f"activation {DEFAULT_ACTIVATION} is the default, not read from SRC (a "
+                     f"checkpoint holds no activation): pass --activation ({others}) if "
+                     "SRC's network used another; the weights convert either way, the "
+                     "policy they make does not")
+    if args.learning_rate is None:
+        notes.append(f"learning rate {config.learning_rate:g} is ReinforceConfig's default, "
+                     "not SRC's (a TF1 checkpoint holds no learning rate): pass "
+                     "--learning-rate to go on training at SRC's rate")
+    return notes
 
 
 def _spec_dict(spec) -> dict:
@@ -146,7 +171,7 @@ def _run_user(args: argparse.Namespace, parser: argparse.ArgumentParser,
     from pgtwin.migrate.user_checkpoint import UserCheckpointError, convert_user_checkpoint
 
     agent_only = [flag for flag, value, default in (
-        ("--env", args.env, None), ("--activation", args.activation, "tanh"),
+        ("--env", args.env, None), ("--activation", args.activation, None),
         ("--history", args.history, 1), ("--optimizer", args.optimizer, "adam"),
         ("--learning-rate", args.learning_rate, None), ("--adam-beta1", args.adam_beta1, None),
         ("--adam-beta2", args.adam_beta2, None), ("--adam-epsilon", args.adam_epsilon, None))
