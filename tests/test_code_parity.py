@@ -387,6 +387,48 @@ class ModuleAgent(tf.Module):
         return {"loss": tf.reduce_mean(ce * b["returns"]), "logits": logits}
 
 
+class ModuleDense(tf.Module):
+    """A layer as tf.Module examples write it: every instance names its variables w and b."""
+
+    def __init__(self, fan_in, fan_out, activation=None):
+        super().__init__()
+        self.w = tf.Variable(keras.initializers.GlorotUniform()((fan_in, fan_out)), name="w")
+        self.b = tf.Variable(tf.zeros([fan_out]), name="b")
+        self.activation = activation
+
+    def __call__(self, x):
+        y = x @ self.w + self.b
+        return y if self.activation is None else self.activation(y)
+
+
+class LayeredModuleAgent(tf.Module):
+    """A tf.Module migration of layers that reuse the same variable names."""
+
+    def __init__(self):
+        super().__init__(name="pg")
+        self.hidden = ModuleDense(up.OBS, up.HIDDEN, tf.tanh)
+        self.out = ModuleDense(up.HIDDEN, up.ACTIONS)
+        self.optimizer = keras.optimizers.Adam(up.LR, epsilon=1e-8)
+
+    def loss(self, b):
+        logits = self.out(self.hidden(b["obs"]))
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=b["actions"], logits=logits)
+        return {"loss": tf.reduce_mean(ce * b["returns"]), "logits": logits}
+
+
+def test_tf_module_variables_of_one_name_show_as_their_attribute_paths():
+    report = compare_programs(up.tf1_program(), TF2Program(build=LayeredModuleAgent,
+                                                           loss=lambda a, b: a.loss(b)),
+                              BATCH, steps=2)
+    assert report.ok, report.to_table()
+    # the tf.Variable names are w, b, w, b; the table names where each one sits
+    for tf1_name, tf2_name in [("policy/fc1/weights", "hidden/w"), ("policy/fc1/biases", "hidden/b"),
+                               ("policy/out/weights", "out/w"), ("policy/out/biases", "out/b")]:
+        assert re.search(rf"{tf1_name}\s+\(\d+(, \d+)?,?\)\s+{tf2_name}\s",
+                         report.mapping_table), report.mapping_table
+    assert "_2/" not in report.mapping_table
+
+
 def test_a_tf_module_with_hand_named_variables_is_compared_with_its_own_optimizer():
     program = TF2Program(build=ModuleAgent, loss=lambda a, b: a.loss(b))
     report = compare_programs(up.tf1_program(), program, BATCH, steps=2)

@@ -117,12 +117,11 @@ class TF2Side:
                              "loss from the model's variables (not from numpy values)")
         owned = [*_owned_trainable(self.model), *_owned_trainable(self.obj)]
         by_id = {id(underlying(v)): v for v in owned}
+        handles = [by_id.get(id(v), v) for v in watched]
         self.variables, self.handles = {}, {}
-        for v in watched:
-            handle = by_id.get(id(v), v)
-            # A Keras 3 variable's path names its layer; its tf.Variable may not.
-            name = _unique(getattr(handle, "path", None) or v.name.split(":")[0],
-                           self.variables)
+        for v, handle, name in zip(watched, handles,
+                                   _variable_names(handles, self.model, self.obj)):
+            name = _unique(name, self.variables)
             self.variables[name] = v
             self.handles[name] = handle
         read = {id(v) for v in watched}
@@ -195,6 +194,32 @@ class TF2Side:
         self.optimizer = optimizer
         self.program = TF2Program(build=self.program.build, loss=self.program.loss,
                                   outputs=self.program.outputs)
+
+
+def _attribute_paths(*objs: Any) -> dict[int, str]:
+    """``{id(variable): "attr/attr/..."}``: where each variable of the ``tf.Module`` objects
+    among ``objs`` sits as an attribute path (``policy/hidden/w``, ``layers/0/w``)."""
+    paths: dict[int, str] = {}
+    for obj in objs:
+        if not isinstance(obj, tf.Module):
+            continue
+        for path, v in obj._flatten(predicate=lambda x: isinstance(x, tf.Variable),
+                                    with_path=True):
+            paths.setdefault(id(underlying(v)), "/".join(str(p) for p in path))
+    return paths
+
+
+def _variable_names(handles: list[Any], *owners: Any) -> list[str]:
+    """One display name per variable: a Keras 3 variable's ``path`` (which names its
+    layer, where its tf.Variable's name may not), else its tf.Variable name; where that is
+    not unique (a ``tf.Module`` whose layers all make ``tf.Variable(..., name="w")``), its
+    attribute path in the owners, so the table reads ``hidden/w``, ``out/w`` and not
+    ``w``, ``_2/w``."""
+    names = [getattr(h, "path", None) or underlying(h).name.split(":")[0] for h in handles]
+    repeated = {n for n in names if names.count(n) > 1}
+    paths = _attribute_paths(*owners) if repeated else {}
+    return [paths.get(id(underlying(h)), n) if n in repeated else n
+            for h, n in zip(handles, names)]
 
 
 def _unique(name: str, taken: Mapping[str, Any]) -> str:
