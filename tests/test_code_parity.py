@@ -140,6 +140,13 @@ def test_a_clipping_left_out_parts_at_a_small_learning_rate():
     bad = failing(report)
     assert bad and {r.rung for r in bad} == {"weights"}, report.to_table()
     assert all(r.max_abs < 1e-4 for r in bad)  # what the fixed atol let pass
+    for r in bad:  # the note gives the part against the step, the size the check is about
+        found = re.search(r"the weights part by ([-+.e\d]+), ([-+.e\d]+) of the step's "
+                          r"largest change \(([-+.e\d]+)\)", r.note)
+        assert found, r.note
+        part, fraction, step = (float(x) for x in found.groups())
+        assert part == pytest.approx(r.max_abs, rel=1e-2)
+        assert fraction == pytest.approx(part / step, rel=1e-2) and fraction > 1e-2
     optimizer = keras.optimizers.Adam(lr, epsilon=1e-8, global_clipnorm=0.05)
     report = compare_programs(up.tf1_clipped_program(lr, 0.05),
                               up.tf2_program(optimizer=optimizer), BATCH, steps=3)

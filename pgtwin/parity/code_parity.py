@@ -290,9 +290,9 @@ def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
     allows for Adam's amplification of float32 noise at a step of ~1e-2; at a learning rate
     of 1e-4 it would pass a step wrong by all of itself (a clipping left out)."""
     item = f"{tf1_name} -> {tf2_name}"
+    step = max(float(np.max(np.abs(after1[tf1_name] - before1[tf1_name]), initial=0.0)),
+               float(np.max(np.abs(after2[tf2_name] - before2[tf2_name]), initial=0.0)))
     if step_scaled:
-        step = max(float(np.max(np.abs(after1[tf1_name] - before1[tf1_name]), initial=0.0)),
-                   float(np.max(np.abs(after2[tf2_name] - before2[tf2_name]), initial=0.0)))
         atol = min(atol, STEP_FRACTION * step)
     row = compare_arrays("weights", item, after1[tf1_name], after2[tf2_name], rtol, atol, where)
     if row.ok:
@@ -309,6 +309,11 @@ def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
                 "update variables that TF1 keeps fixed (its var_list)?")
     else:
         note = cause
+    # max_rel is relative to the weights, which a small step barely moves: say how far
+    # apart the steps are, the size the check is about.
+    size = (f"the weights part by {row.max_abs:.3g}, {row.max_abs / step:.3g} of the step's "
+            f"largest change ({step:.3g})" if step > 0 else "")
+    note = "; ".join(x for x in (note, size) if x)
     return Row(row.rung, row.item, row.max_abs, row.max_rel, False, note, row.context)
 
 
