@@ -57,6 +57,7 @@ from pgtwin.migrate.agent_checkpoint import ConversionVerificationError
 from pgtwin.migrate.checkpoint_prefix import refuse_existing, staged_prefix
 from pgtwin.migrate.keras_adam_state import adam_slots, build_optimizer, is_keras_adam
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
+from pgtwin.parity.model_state import VARIABLE_OPS
 from pgtwin.parity.optimizer_config import keras_optimizer
 from pgtwin.parity.parity_rows import output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
@@ -72,7 +73,6 @@ tf1 = tf.compat.v1
 
 _APPLY_ADAM = {"ApplyAdam", "ResourceApplyAdam"}
 _PASS_THROUGH = {"Identity", "ReadVariableOp", "Enter"}
-_VARIABLE_OPS = {"VariableV2", "Variable", "VarHandleOp"}
 #: ``(rtol, atol)`` of the one-step check, on the *step* (weights after - before), by dtype.
 #: Keras 3 computes Adam's bias corrections from betas rounded to float32 (``ops.cast`` of
 #: a Python float), TF1 from its stored powers, which it keeps in float32 even in a float64
@@ -379,7 +379,7 @@ def _source_variable(tensor: tf.Tensor) -> str | None:
     op = tensor.op
     while op.type in _PASS_THROUGH and op.inputs:
         op = op.inputs[0].op
-    return op.name if op.type in _VARIABLE_OPS else None
+    return op.name if op.type in VARIABLE_OPS else None
 
 
 def _load_adam(eager: TF2Side, mapping: VariableMapping, adam: _Adam, optimizer: Any,

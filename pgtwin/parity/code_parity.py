@@ -26,6 +26,7 @@ import numpy as np
 from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.loss_hints import ratio_hint, softmax_hint
+from pgtwin.parity.model_state import STATE_CAUSE, STATE_MOVED, split_name_map, state_kept
 from pgtwin.parity.optimizer_config import (drift_hint, float32_rounding, keras_optimizer,
                                             optimizer_rows, rounded_to_float32, tf1_optimizer)
 from pgtwin.parity.optimizer_pairs import optimizer_factories
@@ -101,9 +102,15 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     rtol, atol = tolerance
     tol = {rung: (rtol if rtol is not None else r, atol if atol is not None else a)
            for rung, (r, a) in tolerances(dtype).items()}
-    mapping = infer_mapping(legacy.infos(), eager.infos(), name_map)
+    weights_map, state_map = split_name_map(name_map, set(legacy.state))
+    mapping = infer_mapping(legacy.infos(), eager.infos(), weights_map)
+    state = infer_mapping(legacy.state_infos(), eager.state_infos(), state_map)
     report.mapping_table = mapping.to_table()
+    if state.pairs or state.problems:
+        report.mapping_table += "\n\nState (not trained; moved by the forward pass):\n" + \
+            state.to_table()
     report.rows.extend(_variable_rows(legacy, eager, mapping, ctx))
+    report.rows.extend(_state_rows(state, ctx))
     if not report.ok:
         return report
     if init != "off":
@@ -111,6 +118,8 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     start = legacy.values() if weights is None else _weights(weights, legacy)
     legacy.load(start)
     eager.load({p.tf2.name: start[p.tf1.name] for p in mapping.pairs})
+    start_state = legacy.state_values()
+    eager.load_state({p.tf2.name: start_state[p.tf1.name] for p in state.pairs})
     to_tf2 = mapping.tf2_name()
 
     legacy_out = legacy.run()
@@ -125,8 +134,8 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
                                      {n: eager_grads[to_tf2[n]] for n in to_tf2},
                                      *tol["gradients"], ctx))
     if steps:
-        report.rows.extend(_weights_rung(legacy, eager, mapping, steps, optimizer, dtype,
-                                         *tol["weights"], ctx, step_scaled=atol is None))
+        report.rows.extend(_weights_rung(legacy, eager, mapping, state, steps, optimizer,
+                                         dtype, *tol["weights"], ctx, step_scaled=atol is None))
     return report
 
 
@@ -173,6 +182,18 @@ def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     return rows
 
 
+def _state_rows(state: VariableMapping, ctx: str) -> list[Row]:
+    """The state pairs; a state variable without a partner is listed, not failed: one side
+    may hold as a variable what the other holds as a constant."""
+    rows = [Row("variables", f"{p.tf1.name} -> {p.tf2.name}", 0.0, 0.0, True,
+                f"state, paired by {p.how}: compared after each train step", ctx)
+            for p in state.pairs]
+    rows.extend(Row("variables", f"{p.side} {p.variable.name}", 0.0, 0.0, True,
+                    f"state {p.variable.shape}, not compared: {p.message}", ctx)
+                for p in state.problems)
+    return rows
+
+
 def _initial_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, fail: bool,
                   ctx: str) -> list[Row]:
     draws = legacy.initial_draws(INIT_DRAWS)
@@ -204,18 +225,20 @@ Adam's float32 noise measured up to 1.2e-5 after 5 steps of ~1e-2 (docs/migratio
 "Tolerances"), a thousandth of a step."""
 
 
-def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, steps: int,
-                  optimizer: Any, dtype: str, rtol: float, atol: float, ctx: str,
-                  step_scaled: bool = True) -> list[Row]:
-    """The optimizers' rows, then the pairs after each step (the first step that parts).
+def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
+                  state: VariableMapping, steps: int, optimizer: Any, dtype: str, rtol: float,
+                  atol: float, ctx: str, step_scaled: bool = True) -> list[Row]:
+    """The optimizers' rows, then the pairs and the state pairs after each step (the first
+    step that parts).
 
     ``step_scaled`` (the default tolerances): a pair's ``atol`` is at most
     :data:`STEP_FRACTION` of its larger step (see :func:`_weight_row`)."""
     rows = _step_setup(legacy, eager, optimizer, dtype, ctx)
     if any(not r.ok and r.item == "train step" for r in rows):
         return rows
-    tf1_kind, tf1_settings = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed,
-                                           legacy.variables.values())
+    with state_kept(legacy):  # a learning rate built under the update ops' control
+        tf1_kind, tf1_settings = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed,
+                                               legacy.variables.values())
     hint, cause = "", ""
     if eager.optimizer is not None:
         kind, settings = keras_optimizer(eager.optimizer)
@@ -232,16 +255,19 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, ste
                         "with (TF2Program.optimizer names it); compared through the weights",
                         ctx))
     for step in range(1, steps + 1):
-        before1, before2 = legacy.values(), eager.values()
+        before1, before2 = _all_values(legacy), _all_values(eager)
         failure = _run_steps(legacy, eager, f"{ctx}, step {step}/{steps}" if ctx else
                              f"step {step}/{steps}")
         if failure is not None:
             return rows + [failure]
-        after1, after2 = legacy.values(), eager.values()
+        after1, after2 = _all_values(legacy), _all_values(eager)
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
         step_rows = [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
                                  rtol, atol, where, hint, cause, step_scaled)
                      for p in mapping.pairs]
+        step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
+                                  rtol, atol, where, "", STATE_CAUSE, step_scaled, STATE_MOVED)
+                      for p in state.pairs]
         if not all(r.ok for r in step_rows) or step == steps:
             return rows + step_rows
     return rows
@@ -279,11 +305,24 @@ def _run_steps(legacy: TF1Side, eager: TF2Side, where: str) -> Row | None:
     return None
 
 
+WEIGHT_MOVED = ("the TF2 train step did not change this variable, TF1's train_op did: does "
+                "it apply gradients to the right variables (model.trainable_variables)?",
+                "the TF2 train step changed this variable, TF1's train_op did not: does it "
+                "update variables that TF1 keeps fixed (its var_list)?")
+"""A weights row's note when only TF1's step moved the variable, and when only TF2's did."""
+
+
+def _all_values(side: TF1Side | TF2Side) -> dict[str, np.ndarray]:
+    """The side's weights and state by name (the two sets of names do not meet)."""
+    return {**side.values(), **side.state_values()}
+
+
 def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
                 rtol: float, atol: float, where: str, hint: str = "", cause: str = "",
-                step_scaled: bool = False) -> Row:
-    """A weights row; names a variable only one side's step changed; ``hint`` on a pass,
-    ``cause`` (a known difference of the two optimizers) on a part where both moved.
+                step_scaled: bool = False, moved: tuple[str, str] = WEIGHT_MOVED) -> Row:
+    """A weights row; names a variable only one side's step changed (``moved``: the notes
+    for TF1's only and TF2's only); ``hint`` on a pass, ``cause`` (a known difference of
+    the two optimizers, or of the layers' state updates) on a part where both moved.
 
     ``step_scaled``: ``atol`` is capped at :data:`STEP_FRACTION` of the larger of the two
     steps (the variable's largest change on either side). The default float32 atol (1e-4)
@@ -302,11 +341,9 @@ def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
     moved2 = not np.array_equal(before2[tf2_name], after2[tf2_name])
     note = ""
     if moved1 and not moved2:
-        note = ("the TF2 train step did not change this variable, TF1's train_op did: does "
-                "it apply gradients to the right variables (model.trainable_variables)?")
+        note = moved[0]
     elif moved2 and not moved1:
-        note = ("the TF2 train step changed this variable, TF1's train_op did not: does it "
-                "update variables that TF1 keeps fixed (its var_list)?")
+        note = moved[1]
     else:
         note = cause
     # max_rel is relative to the weights, which a small step barely moves: say how far

@@ -50,7 +50,8 @@ from pgtwin.parity.optimizer_config import (float32_rounding, keras_optimizer, o
 from pgtwin.parity.optimizer_pairs import optimizer_factories
 from pgtwin.parity.parity_rows import DEFAULT_TOLERANCES, gradient_rows, output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
-from pgtwin.parity.tf1_side import GRAPH_SEED, cast_feed, restated_step, tf1_variables
+from pgtwin.parity.tf1_side import (GRAPH_SEED, Assigner, cast_feed, restated_step,
+                                     tf1_variables)
 from pgtwin.parity.variable_mapping import kind
 
 tf1 = tf.compat.v1
@@ -326,10 +327,7 @@ class _LegacySide:
                 raise ValueError("compare: legacy_build created no trainable variables")
             grads = tf.gradients(self.fetches["loss"], list(self.variables.values()))
             self.grads = dict(zip(self.variables, grads))
-            self._value_phs = {n: tf1.placeholder(v.dtype.base_dtype, v.shape)
-                               for n, v in self.variables.items()}
-            self._assign = tf.group(*[v.assign(self._value_phs[n])
-                                      for n, v in self.variables.items()])
+            self._assign = Assigner(self.variables)
             self._init = tf1.global_variables_initializer()
         self.shapes = {n: tuple(v.shape.as_list()) for n, v in self.variables.items()}
         self.session = tf1.Session(graph=self.graph)
@@ -347,7 +345,7 @@ class _LegacySide:
         return floats[0]
 
     def load(self, weights: dict[str, np.ndarray]) -> None:
-        self.session.run(self._assign, {self._value_phs[n]: weights[n] for n in self.variables})
+        self._assign.run(self.session, weights)
 
     def values(self) -> dict[str, np.ndarray]:
         return dict(zip(self.variables, self.session.run(list(self.variables.values()))))

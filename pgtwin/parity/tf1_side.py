@@ -21,13 +21,13 @@ import tensorflow as tf
 from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_build_error,
                                        require_eager)
 from pgtwin.parity.graph_walk import upstream_ops
+from pgtwin.parity.model_state import state_kept, tf1_state_variables, variable_ops
 from pgtwin.parity.programs import TF1Program, resolve
 from pgtwin.parity.tf_patches import replaced
 from pgtwin.parity.variable_mapping import VariableInfo
 
 tf1 = tf.compat.v1
 
-_VARIABLE_OPS = {"VariableV2", "Variable", "VarHandleOp"}
 #: The harness graph's seed, before the user's code runs (which may set its own).
 GRAPH_SEED = 0
 
@@ -130,6 +130,8 @@ class TF1Side:
       variables: ``{name: variable}`` compared, in creation order (``var_list``, default
         the trainable variables the loss depends on); ``not_compared``: the other
         trainable variables' names.
+      state: ``{name: variable}``, the non-trainable variables the forward pass reads or
+        its update ops assign (:mod:`pgtwin.parity.model_state`), in creation order.
     """
 
     def __init__(self, program: TF1Program, inputs: Mapping[str, Any], what: str = "TF1Program"):
@@ -148,14 +150,14 @@ class TF1Side:
             op = resolve(self.obj, program.train_op, f"{what}.train_op", g)
             self.train_op = op.op if isinstance(op, tf.Tensor) else op
         self.variables, self.not_compared = self._compared_variables(program, what)
+        self.state = tf1_state_variables(g, [self.loss, *self.outputs.values()],
+                                         self.variables)
         self.feed = self._feed(inputs, what)
         with g.as_default():
             grads = tf.gradients(self.loss, list(self.variables.values()))
             self.grads = dict(zip(self.variables, grads))
-            self._value_phs = {n: tf1.placeholder(v.dtype.base_dtype, v.shape)
-                               for n, v in self.variables.items()}
-            self._assign = tf.group(*[tf1.assign(v, self._value_phs[n])
-                                      for n, v in self.variables.items()])
+            self._assign = Assigner(self.variables)
+            self._assign_state = Assigner(self.state)
             init = tf.group(tf1.global_variables_initializer(),
                             tf1.local_variables_initializer(), tf1.tables_initializer())
         self.session = tf1.Session(graph=g)
@@ -172,7 +174,7 @@ class TF1Side:
         with self.graph.as_default():
             trainable = list(tf1.trainable_variables())
         if program.var_list is None:
-            reached = _variable_ops(self.loss)
+            reached = variable_ops([self.loss])
             chosen = [v for v in trainable if v.op in reached]
         else:
             chosen = [resolve(self.obj, ref, f"{what}.var_list", self.graph)
@@ -205,8 +207,7 @@ class TF1Side:
     # ------------------------------------------------------------------ reading
     def infos(self) -> list[VariableInfo]:
         """The compared variables as :class:`VariableInfo`, in creation order."""
-        return [VariableInfo(n, tuple(v.shape.as_list()), v.dtype.base_dtype.name)
-                for n, v in self.variables.items()]
+        return _infos(self.variables)
 
     def dtype(self) -> str:
         """``float32`` or ``float64``: the compared variables' float dtype."""
@@ -219,6 +220,14 @@ class TF1Side:
     def values(self) -> dict[str, np.ndarray]:
         """``{name: value}`` of the compared variables now."""
         return dict(zip(self.variables, self.session.run(list(self.variables.values()))))
+
+    def state_infos(self) -> list[VariableInfo]:
+        """The state variables as :class:`VariableInfo`, in creation order."""
+        return _infos(self.state)
+
+    def state_values(self) -> dict[str, np.ndarray]:
+        """``{name: value}`` of the state variables now."""
+        return dict(zip(self.state, self.session.run(list(self.state.values()))))
 
     def initial_draws(self, draws: int) -> dict[str, np.ndarray]:
         """``{name: [draws, *shape]}``: each variable's initializer run ``draws`` times.
@@ -242,27 +251,37 @@ class TF1Side:
 
     # ------------------------------------------------------------------ running
     def run(self) -> dict[str, np.ndarray]:
-        """``{"loss": ..., output key: ...}`` on the inputs."""
-        return self._run({"loss": self.loss, **self.outputs})
+        """``{"loss": ..., output key: ...}`` on the inputs (the state left as it was: a
+        loss with the update ops as control inputs would move it)."""
+        with state_kept(self):
+            return self._run({"loss": self.loss, **self.outputs})
 
     def gradients(self) -> dict[str, np.ndarray | None]:
         """``{name: d loss / d variable}``; None where ``tf.gradients`` gives None."""
         present = {n: g for n, g in self.grads.items() if g is not None}
-        values = self._run(present) if present else {}
+        with state_kept(self):
+            values = self._run(present) if present else {}
         return {n: values.get(n) for n in self.grads}
 
     def load(self, weights: Mapping[str, np.ndarray]) -> None:
         """Assign every compared variable its value in ``weights``."""
-        self.session.run(self._assign, {self._value_phs[n]: weights[n] for n in self.variables})
+        self._assign.run(self.session, weights)
+
+    def load_state(self, values: Mapping[str, np.ndarray]) -> None:
+        """Assign every state variable its value in ``values``."""
+        self._assign_state.run(self.session, values)
 
     def step(self) -> None:
         """One run of the user's ``train_op`` on the inputs."""
         self._run(self.train_op)
 
     def restate_optimizer(self, make: Any) -> None:
-        """Make ``train_op`` ``make()``'s step on the compared variables' gradients."""
-        _, self.train_op = restated_step(self.graph, self.session, make, self.grads,
-                                         self.variables)
+        """Make ``train_op`` ``make()``'s step on the compared variables' gradients, with
+        the graph's ``UPDATE_OPS`` (moving statistics) run alongside."""
+        _, step = restated_step(self.graph, self.session, make, self.grads, self.variables)
+        with self.graph.as_default():  # as a train_op built with minimize() under them
+            updates = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
+            self.train_op = tf.group(step, *updates) if updates else step
 
     def _run(self, fetches: Any) -> Any:
         try:
@@ -327,11 +346,21 @@ def build_in_graph(program: TF1Program, what: str) -> tuple[Any, tf.Graph]:
     return obj, graph
 
 
-def _variable_ops(tensor: tf.Tensor) -> set[tf.Operation]:
-    """The variable ops ``tensor`` reads through data inputs (not control inputs)."""
-    return {op for op in upstream_ops(tensor, control=False, stop=_is_variable)
-            if _is_variable(op)}
+def _infos(variables: Mapping[str, Any]) -> list[VariableInfo]:
+    return [VariableInfo(n, tuple(v.shape.as_list()), v.dtype.base_dtype.name)
+            for n, v in variables.items()]
 
 
-def _is_variable(op: tf.Operation) -> bool:
-    return op.type in _VARIABLE_OPS
+class Assigner:
+    """One op that assigns ``variables`` (``{name: variable}``) values fed by name (built
+    in the variables' graph)."""
+
+    def __init__(self, variables: Mapping[str, Any]):
+        self.placeholders = {n: tf1.placeholder(v.dtype.base_dtype, v.shape)
+                             for n, v in variables.items()}
+        self.op = tf.group(*[tf1.assign(v, self.placeholders[n])
+                             for n, v in variables.items()])
+
+    def run(self, session: Any, values: Mapping[str, np.ndarray]) -> None:
+        if self.placeholders:
+            session.run(self.op, {ph: values[n] for n, ph in self.placeholders.items()})

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin.parity.code_checks import eager_guard, require_eager
+from pgtwin.parity.model_state import state_kept, tf2_state_variables
 from pgtwin.parity.programs import TF2Program, resolve
 from pgtwin.parity.variable_mapping import VariableInfo
 
@@ -109,7 +110,10 @@ class TF2Side:
         self.model = self.obj if program.model is None else resolve(self.obj, program.model,
                                                                     f"{what}.model")
         self.inputs = {k: tf.constant(a) for k, a in inputs.items()}
-        with tf.GradientTape() as tape:
+        self.state: dict[str, Any] = {}
+        built = tf2_state_variables(self.model, self.obj)  # a model built in build()
+        self.state = dict(zip(_variable_names(built), built))
+        with state_kept(self), tf.GradientTape() as tape:
             loss_results(program.loss(self.obj, dict(self.inputs)), f"{what}.loss")
         watched = [v for v in tape.watched_variables() if v.trainable]
         if not watched:
@@ -128,6 +132,8 @@ class TF2Side:
         self.not_compared = list(dict.fromkeys(
             underlying(v).name.split(":")[0] for v in owned if id(underlying(v)) not in read))
         self.initial = self.values()
+        state = tf2_state_variables(self.model, self.obj)  # made by the first call too
+        self.state = dict(zip(_variable_names(state, self.model, self.obj), state))
         self.optimizer = find_optimizer(self.obj, self.model) if program.optimizer is None \
             else resolve(self.obj, program.optimizer, f"{what}.optimizer")
 
@@ -139,6 +145,21 @@ class TF2Side:
     def values(self) -> dict[str, np.ndarray]:
         """``{name: value}`` now."""
         return {n: v.numpy() for n, v in self.variables.items()}
+
+    def state_infos(self) -> list[VariableInfo]:
+        """The state variables (:mod:`pgtwin.parity.model_state`) as :class:`VariableInfo`."""
+        return [VariableInfo(n, tuple(v.shape), tf.as_dtype(v.dtype).name)
+                for n, v in self.state.items()]
+
+    def state_values(self) -> dict[str, np.ndarray]:
+        """``{name: value}`` of the state variables now."""
+        return {n: np.asarray(v.numpy()) for n, v in self.state.items()}
+
+    def load_state(self, values: Mapping[str, np.ndarray]) -> None:
+        """Assign the state variables (by TF2 name) their ``values``."""
+        for name, value in values.items():
+            v = self.state[name]
+            v.assign(np.asarray(value).astype(tf.as_dtype(v.dtype).as_numpy_dtype))
 
     def load(self, values: Mapping[str, np.ndarray]) -> None:
         """Assign ``values`` (by TF2 name) into the user's variables."""
@@ -162,8 +183,9 @@ class TF2Side:
         return ""
 
     def run(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray | None]]:
-        """``({"loss": ..., outputs}, {name: gradient or None})`` on the inputs."""
-        with tf.GradientTape() as tape:
+        """``({"loss": ..., outputs}, {name: gradient or None})`` on the inputs (the
+        state left as it was: a Keras layer in training mode updates it on every call)."""
+        with state_kept(self), tf.GradientTape() as tape:
             out = loss_results(self.program.loss(self.obj, dict(self.inputs)),
                                f"{self.what}.loss")
         grads = tape.gradient(out["loss"], list(self.variables.values()))

@@ -1,0 +1,103 @@
+"""Model state in the harness (pgtwin.parity.model_state): BatchNormalization's moving
+statistics are paired, loaded from TF1, kept out of the harness's own forward passes, and
+compared after every train step, so a migration that moves them differently fails.
+
+Before, a Keras layer left at momentum 0.99 against TF1's 0.9 passed every rung: the
+training-mode forward pass does not read the moving statistics, so no trainable row moved.
+"""
+from __future__ import annotations
+
+import re
+
+import keras
+import numpy as np
+import pytest
+
+from pgtwin.parity.code_parity import compare_programs
+from pgtwin.parity.model_state import STATE_MOVED
+from pgtwin.parity.tf1_side import TF1Side
+from pgtwin.parity.tf2_side import TF2Side
+from tests import bn_programs as bn
+from tests import user_programs as up
+
+BATCH = bn.make_batch()
+STATE = ["policy/bn1/moving_mean", "policy/bn1/moving_variance"]
+
+
+@pytest.fixture(autouse=True)
+def _seeded_keras():
+    keras.utils.set_random_seed(0)
+
+
+def failing(report):
+    return [r for r in report.rows if not r.ok]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_faithful_batch_norm_migration_passes_with_its_state_compared(dtype):
+    report = compare_programs(bn.tf1_program(dtype), bn.tf2_program(dtype), BATCH, steps=3)
+    assert report.ok, report.to_table()
+    last = [r for r in report.rows if r.rung == "weights" and "step 3/3" in r.context]
+    # 5 trainable pairs (kernel, gamma, beta, head kernel and bias) and 2 state pairs
+    assert len(last) == 7 and sum(r.item.split(" ->")[0] in STATE for r in last) == 2
+    assert "State (not trained" in report.mapping_table
+
+
+def test_a_keras_momentum_left_at_its_default_parts_at_the_moving_statistics():
+    # TF1 moves m <- 0.9 m + 0.1 batch, Keras' default m <- 0.99 m + 0.01 batch: from the
+    # same start the two steps differ by 10x. The weights and loss never see it.
+    report = compare_programs(bn.tf1_program(), bn.tf2_program(momentum=0.99), BATCH)
+    bad = failing(report)
+    assert bad and {r.item.split(" ->")[0] for r in bad} == set(STATE), report.to_table()
+    assert all("step 1/3" in r.context for r in bad)
+    assert "momentum" in bad[0].note and "non-trainable state variable" in bad[0].note
+    # the part is 0.9 of the larger (TF1's) update: (0.1 - 0.01) / 0.1
+    assert "0.9 of the step's largest change" in bad[0].note, bad[0].note
+
+
+def test_a_tf1_train_op_without_its_update_ops_is_named():
+    # The classic TF1 bug: minimize() outside tf.control_dependencies(UPDATE_OPS), so the
+    # moving statistics never move; the Keras layer moves them in every training call.
+    report = compare_programs(bn.tf1_program(run_update_ops=False), bn.tf2_program(), BATCH)
+    bad = failing(report)
+    assert bad and {r.item.split(" ->")[0] for r in bad} == set(STATE), report.to_table()
+    assert bad[0].note.startswith(STATE_MOVED[1])
+
+
+def test_a_name_map_for_state_is_applied_to_the_state():
+    # the Keras layers are named as TF1's scopes: their paths are policy/bn1/moving_...
+    swapped = {STATE[0]: STATE[1], STATE[1]: STATE[0]}
+    report = compare_programs(bn.tf1_program(), bn.tf2_program(), BATCH, name_map=swapped)
+    assert f"{STATE[0]} -> {STATE[1]}" in [r.item for r in report.rows]
+    assert re.search(rf"{STATE[0]}\s+\(8,\)\s+{STATE[1]}\s+\(8,\)\s+name_map", report.mapping_table)
+    # mean (0) against variance (1) from the start: the swap parts at step 1
+    assert not report.ok and report.first_failure.item.startswith(STATE[0])
+
+
+def test_the_harness_forward_passes_leave_the_state_as_it_was():
+    legacy = TF1Side(bn.tf1_program(), BATCH)
+    try:
+        fed = {k: legacy.feed[ph] for k, ph in legacy.placeholders.items()}
+        eager = TF2Side(bn.tf2_program(), fed)
+        # built in __init__ (model.build), so the loss call that traces it is undone too
+        np.testing.assert_array_equal(eager.state_values()[eager.state_infos()[0].name], 0.0)
+        before1, before2 = legacy.state_values(), eager.state_values()
+        for _ in range(2):
+            legacy.run(), legacy.gradients(), eager.run()
+        for before, after in ((before1, legacy.state_values()), (before2, eager.state_values())):
+            assert before.keys() == after.keys() and len(before) == 2
+            for name in before:
+                np.testing.assert_array_equal(after[name], before[name])
+        legacy.step()  # the train_op does move them
+        assert not np.array_equal(legacy.state_values()[STATE[0]], before1[STATE[0]])
+    finally:
+        legacy.close()
+
+
+def test_optimizer_slots_global_step_and_an_unused_critic_are_not_state():
+    legacy = TF1Side(up.tf1_program(), up.make_batch())
+    try:  # Adam's slots and beta powers, global_step, the critic: none is state
+        assert legacy.state == {}
+        assert "global_step" not in legacy.not_compared
+    finally:
+        legacy.close()
