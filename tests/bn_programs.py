@@ -64,6 +64,7 @@ class KerasBatchNormAgent:
     """The migration: Dense (no bias), BatchNormalization, relu, Dense head; Keras SGD."""
 
     def __init__(self, dtype="float32", momentum=DECAY):
+        self.dtype = dtype
         self.model = keras.Sequential([
             keras.layers.Dense(HIDDEN, use_bias=False, dtype=dtype, name="fc1"),
             keras.layers.BatchNormalization(momentum=momentum, epsilon=EPSILON, dtype=dtype,
@@ -74,10 +75,11 @@ class KerasBatchNormAgent:
         self.optimizer = keras.optimizers.SGD(LR)
 
     def loss(self, b):
-        logits = self.model(b["obs"], training=True)
-        neglogp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=b["actions"],
-                                                                 logits=logits)
-        return {"loss": tf.reduce_mean(neglogp * b["returns"]), "logits": logits}
+        logits = self.model(tf.cast(b["obs"], self.dtype), training=True)
+        neglogp = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(b["actions"], tf.int32), logits=logits)
+        return {"loss": tf.reduce_mean(neglogp * tf.cast(b["returns"], self.dtype)),
+                "logits": logits}
 
     def train_step(self, b):
         with tf.GradientTape() as tape:

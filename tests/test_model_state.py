@@ -7,12 +7,15 @@ training-mode forward pass does not read the moving statistics, so no trainable 
 """
 from __future__ import annotations
 
+import os
 import re
 
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
+from pgtwin.migrate.user_checkpoint import UserCheckpointError, convert_user_checkpoint
 from pgtwin.parity.code_parity import compare_programs
 from pgtwin.parity.model_state import STATE_MOVED
 from pgtwin.parity.tf1_side import TF1Side
@@ -101,3 +104,53 @@ def test_optimizer_slots_global_step_and_an_unused_critic_are_not_state():
         assert "global_step" not in legacy.not_compared
     finally:
         legacy.close()
+
+
+# ------------------------------------------------------------ convert-checkpoint --tf2
+def _trained_checkpoint(tmp_path) -> str:
+    """The TF1 policy after 3 train steps (its moving statistics moved), saved by a Saver."""
+    with tf.Graph().as_default():
+        policy = bn.BatchNormPolicy()
+        feed = {policy.obs_ph: BATCH["obs"], policy.act_ph: BATCH["actions"],
+                policy.ret_ph: BATCH["returns"]}
+        for _ in range(3):
+            policy.sess.run(policy.train_op, feed)
+        prefix = tf.compat.v1.train.Saver().save(policy.sess, str(tmp_path / "tf1" / "model"))
+        policy.sess.close()
+    return prefix
+
+
+def _restored_state(path: str) -> dict[str, np.ndarray]:
+    """The moving statistics of a fresh Keras migration restored from ``path``, as a user
+    restores it."""
+    agent = bn.KerasBatchNormAgent()
+    tf.train.Checkpoint(model=agent.model).restore(path).expect_partial()
+    layer = agent.model.get_layer("bn1")
+    return {STATE[0]: layer.moving_mean.numpy(), STATE[1]: layer.moving_variance.numpy()}
+
+
+@pytest.mark.parametrize("with_program", [True, False], ids=["tf1_program", "checkpoint_only"])
+def test_converted_checkpoints_hold_the_tf1_moving_statistics(tmp_path, with_program):
+    src = _trained_checkpoint(tmp_path)
+    stored = tf.train.load_checkpoint(src)
+    expected = {n: stored.get_tensor(n) for n in STATE}
+    assert not np.allclose(expected[STATE[0]], 0.0)  # three steps moved them off 0 and 1
+    dst = str(tmp_path / "tf2" / "policy")
+    result = convert_user_checkpoint(src, dst, bn.tf1_program() if with_program else None,
+                                     bn.tf2_program(), BATCH)
+    assert not set(STATE) & set(result.not_converted)
+    restored = _restored_state(dst)
+    for name in STATE:
+        np.testing.assert_array_equal(restored[name], expected[name])
+    assert all(r.ok for r in result.report.rows if r.item.startswith(STATE[0]))
+
+
+def test_state_without_a_tf1_value_is_refused_and_nothing_is_written(tmp_path):
+    src = _trained_checkpoint(tmp_path)
+    out = tmp_path / "tf2"
+    with pytest.raises(UserCheckpointError) as err:
+        convert_user_checkpoint(src, str(out / "policy"), bn.tf1_program(), bn.tf2_program(),
+                                BATCH, drop=STATE)
+    assert "TF2 policy/bn1/moving_mean (8,)" in str(err.value), str(err.value)
+    assert "Nothing was written" in str(err.value)
+    assert not out.exists() or os.listdir(out) == []

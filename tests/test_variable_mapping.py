@@ -81,6 +81,23 @@ def test_names_decide_among_equal_shapes_when_they_say_the_same():
                               ("fc2/weights", "model/fc2/kernel", "name")]
 
 
+def test_scopes_sharing_the_most_words_pair_equal_shapes_of_one_leaf():
+    # A checkpoint's batch norm (fc1/bn/...) against Keras layers named fc1_bn: eight (64,)
+    # variables of one kind, whose scopes share 3 words with their partner ({policy, fc1,
+    # bn}) and 2 with the other layer's ({policy, bn}); the leaf must be the same.
+    leaves = ["gamma", "beta", "moving_mean", "moving_variance"]
+    tf1 = [V(f"policy/fc{i}/bn/{leaf}", (64,)) for i in (1, 2) for leaf in leaves]
+    tf2 = [V(f"policy/fc{i}_bn/{leaf}", (64,)) for i in (2, 1) for leaf in leaves[::-1]]
+    mapping = infer_mapping(tf1, tf2, ordered=False)
+    assert mapping.ok, mapping.problems
+    assert sorted((a, b) for a, b, _ in pairs(mapping)) == sorted(
+        (f"policy/fc{i}/bn/{leaf}", f"policy/fc{i}_bn/{leaf}") for i in (1, 2) for leaf in leaves)
+    # A tie in shared words pairs nothing: fc1 against dense and dense_1 (0 words each)
+    tie = infer_mapping([V("actor/fc1/gamma", (4,))],
+                        [V("dense/gamma", (4,)), V("dense_1/gamma", (4,))], ordered=False)
+    assert not tie.pairs and "ambiguous" in tie.problems[0].message
+
+
 def test_name_map_overrides_the_inference_and_its_mistakes_are_named():
     mapping = infer_mapping(TF1[:2], KERAS[:2], {"actor/fc1/W": "sequential/dense/kernel"})
     assert pairs(mapping)[0] == ("actor/fc1/W", "sequential/dense/kernel", "name_map")

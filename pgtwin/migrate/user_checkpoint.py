@@ -57,7 +57,7 @@ from pgtwin.migrate.agent_checkpoint import ConversionVerificationError
 from pgtwin.migrate.checkpoint_prefix import refuse_existing, staged_prefix
 from pgtwin.migrate.keras_adam_state import adam_slots, build_optimizer, is_keras_adam
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
-from pgtwin.parity.model_state import VARIABLE_OPS
+from pgtwin.parity.model_state import VARIABLE_OPS, split_name_map
 from pgtwin.parity.optimizer_config import keras_optimizer
 from pgtwin.parity.parity_rows import output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
@@ -66,7 +66,7 @@ from pgtwin.migrate.tf1_checkpoint import (
     adam_pair, adam_step_count, checkpoint_prefix, load_tf1_adam, power_key, read_tf1_checkpoint,
     slot_parents)
 from pgtwin.parity.tf1_side import TF1Side, variable_name
-from pgtwin.parity.tf2_side import TF2Side
+from pgtwin.parity.tf2_side import TF2Side, underlying
 from pgtwin.parity.variable_mapping import VariableInfo, VariableMapping, infer_mapping
 
 tf1 = tf.compat.v1
@@ -164,17 +164,21 @@ def convert_user_checkpoint(
             legacy = TF1Side(tf1_program, inputs)
             _restore_tf1(legacy, prefix, values)
             tf1_infos = [i for i in legacy.infos() if not _dropped(i.name, drop)]
-            oracle = legacy.values()
+            tf1_state = [i for i in legacy.state_infos() if not _dropped(i.name, drop)]
+            oracle = {**legacy.values(), **legacy.state_values()}
             fed = {key: legacy.feed[ph] for key, ph in legacy.placeholders.items()}
         else:
-            tf1_infos = _checkpoint_infos(values, drop)
+            tf1_infos, tf1_state = _checkpoint_infos(values, drop), []
             oracle = {i.name: values[i.name] for i in tf1_infos}
             fed = dict(inputs)
         eager = TF2Side(tf2_program, fed)
-        mapping = infer_mapping(tf1_infos, eager.infos(), name_map, ordered=legacy is not None)
-        _refuse_unpaired(mapping, eager, prefix, legacy is not None)
-        dtype = _common_dtype(mapping, prefix)
+        mapping, state = _pairings(tf1_infos, tf1_state, eager, name_map, legacy is not None)
+        everything = VariableMapping(mapping.pairs + state.pairs,
+                                     mapping.problems + state.problems)
+        _refuse_unpaired(everything, eager, prefix, legacy is not None)
+        dtype = _common_dtype(everything, prefix)
         eager.load({p.tf2.name: oracle[p.tf1.name] for p in mapping.pairs})
+        eager.load_state({p.tf2.name: oracle[p.tf1.name] for p in state.pairs})
 
         notes: list[str] = []
         optimizer = eager.optimizer
@@ -189,17 +193,17 @@ def convert_user_checkpoint(
             writer = tf.train.Checkpoint(**objects)
             writer.save_counter  # noqa: B018  (created now, so restoring finds it written)
             written = writer.write(staged)
-            report = _verify(written, tf2_program, fed, eager, mapping, oracle, adam, steps,
-                             legacy, dtype, seed)
-            report.mapping_table = mapping.to_table()
+            report = _verify(written, tf2_program, fed, eager, mapping, state, oracle, adam,
+                             steps, legacy, dtype, seed)
+            report.mapping_table = everything.to_table()
             if not report.ok:
                 raise ConversionVerificationError(report)
     finally:
         if legacy is not None:
             legacy.close()
-    used = {p.tf1.name for p in mapping.pairs} | set(adam.names if adam else ())
-    state = "none" if optimizer is None else "adam" if adam is not None else "fresh"
-    return UserConversion(dst, mapping, state, steps, sorted(set(values) - used), notes, report)
+    used = {p.tf1.name for p in everything.pairs} | set(adam.names if adam else ())
+    how = "none" if optimizer is None else "adam" if adam is not None else "fresh"
+    return UserConversion(dst, everything, how, steps, sorted(set(values) - used), notes, report)
 
 
 # ------------------------------------------------------------------- TF1 side
@@ -246,6 +250,26 @@ def _checkpoint_infos(values: Mapping[str, np.ndarray], drop: Sequence[str]) -> 
 
 
 # ------------------------------------------------------------------- mapping
+def _pairings(tf1_infos: list[VariableInfo], tf1_state: list[VariableInfo], eager: TF2Side,
+              name_map: Mapping[str, str] | None, ordered: bool
+              ) -> tuple[VariableMapping, VariableMapping]:
+    """``(the weights' pairs, the state's pairs)`` (:mod:`pgtwin.parity.model_state`).
+
+    With the TF1 program (``ordered``) each set is paired in its own creation order. The
+    checkpoint alone does not say which of its variables are state, so there every one of
+    them is paired with the TF2 weights and state together, by shape and name, and a pair
+    is state when its TF2 variable is; the problems stay with the first mapping."""
+    if ordered:
+        weights_map, state_map = split_name_map(name_map, {i.name for i in tf1_state})
+        return (infer_mapping(tf1_infos, eager.infos(), weights_map),
+                infer_mapping(tf1_state, eager.state_infos(), state_map))
+    joint = infer_mapping(tf1_infos, eager.infos() + eager.state_infos(), name_map,
+                          ordered=False)
+    held = set(eager.state)
+    return (VariableMapping([p for p in joint.pairs if p.tf2.name not in held], joint.problems),
+            VariableMapping([p for p in joint.pairs if p.tf2.name in held]))
+
+
 def _refuse_unpaired(mapping: VariableMapping, eager: TF2Side, prefix: str,
                      have_program: bool) -> None:
     """Every variable on both sides paired, and every trainable model variable read by the loss."""
@@ -412,9 +436,12 @@ def _load_adam(eager: TF2Side, mapping: VariableMapping, adam: _Adam, optimizer:
 
 # --------------------------------------------------------------- verification
 def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2Side,
-            mapping: VariableMapping, oracle: Mapping[str, np.ndarray], adam: _Adam | None,
-            steps: int, legacy: TF1Side | None, dtype: str, seed: int) -> ParityReport:
-    """Restore ``path`` into a fresh copy of the user's model and compare it with the TF1 side."""
+            mapping: VariableMapping, state: VariableMapping, oracle: Mapping[str, np.ndarray],
+            adam: _Adam | None, steps: int, legacy: TF1Side | None, dtype: str, seed: int
+            ) -> ParityReport:
+    """Restore ``path`` into a fresh copy of the user's model and compare it with the TF1
+    side: the weights and the state pairs against TF1's values, the model's other
+    variables against what was written."""
     report = ParityReport()
     tol = tolerances(dtype)
     fresh = TF2Side(program, fed)
@@ -436,12 +463,14 @@ def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2
     except AssertionError as err:
         report.add(Row("variables", "restore into a fresh model", float("inf"), float("inf"),
                        False, str(err).splitlines()[0][:300], dtype))
-    restored = fresh.values()
-    for p in mapping.pairs:
+    restored = {**fresh.values(), **fresh.state_values()}
+    for p in mapping.pairs + state.pairs:
         report.add(compare_arrays("variables", f"{p.tf1.name} -> {p.tf2.name}",
                                   oracle[p.tf1.name], restored[p.tf2.name], 0.0, 0.0, dtype))
+    compared = [*written.variables.values(),
+                *(underlying(written.state[p.tf2.name]) for p in state.pairs)]
     for a, b in zip(_all_variables(written.model), _all_variables(fresh.model)):
-        if all(_is_not(a, v) for v in written.variables.values()):
+        if all(_is_not(a, v) for v in compared):
             report.add(compare_arrays("variables", _name(a), np.asarray(a), np.asarray(b),
                                       0.0, 0.0, dtype))
     if adam is not None:

@@ -10,7 +10,9 @@ pairing is inferred, in this order:
    one side has and the other lacks (a bias a Keras ``Dense`` gained) leaves the rest
    paired; trusted when it pairs at least 3/4 of the longer list;
 3. for what is left: the only variable of the same shape and kind, else the one whose name
-   says the same (``fc1/weights`` ~ ``fc1/kernel``, ``b`` ~ ``bias``).
+   says the same (``fc1/weights`` ~ ``fc1/kernel``, ``b`` ~ ``bias``), else the one with
+   the same leaf whose scope shares the most words, when each is the other's best
+   (``policy/fc1/bn/gamma`` ~ ``policy/fc1_bn/gamma``: "similar name").
 
 *Kind* is read from the last name component: ``W, w, weights, weight, kernel, matrix`` are
 kernels, ``b, bias, biases`` biases (also as a prefix or suffix: ``W1``, ``fc_w``,
@@ -258,6 +260,30 @@ def _pair_by_shape_or_name(state: _Pairing, skip: set[str]) -> None:
             state.pair(a, named[0], "name")
         elif len(candidates) == 1 and len(rivals) == 1:
             state.pair(a, candidates[0], "shape")
+        else:
+            near = _most_alike(a, candidates)
+            if near is not None and _most_alike(near, rivals) is a:
+                state.pair(a, near, "similar name")
+
+
+def _name_parts(name: str) -> tuple[str, set[str]]:
+    """``(leaf, the scope's words)``: the leaf as :func:`_normalised` writes it, the scope
+    split at ``/ _ - . :`` (``policy/fc1_bn/gamma`` -> ``("gamma", {policy, fc1, bn})``)."""
+    head, _, leaf = _normalised(name).rpartition("/")
+    return leaf, {w for w in re.split(r"[/_\-.:]+", head.lower()) if w}
+
+
+def _most_alike(a: VariableInfo, others: Sequence[VariableInfo]) -> VariableInfo | None:
+    """The one of ``others`` with ``a``'s leaf whose scope shares the most words with
+    ``a``'s (``policy/fc1/bn/gamma`` ~ ``policy/fc1_bn/gamma``, not ``policy/fc2_bn/gamma``);
+    None when no other has the leaf or two share as many."""
+    leaf, words = _name_parts(a.name)
+    scores = sorted(((len(words & w), o) for o in others
+                     for l, w in [_name_parts(o.name)] if l == leaf),
+                    key=lambda x: -x[0])
+    if not scores or (len(scores) > 1 and scores[0][0] == scores[1][0]):
+        return None
+    return scores[0][1]
 
 
 def _unpaired(state: _Pairing, skip: set[str]) -> list[MappingProblem]:
