@@ -152,9 +152,13 @@ class PolicySpec(Torso):
                 )
             object.__setattr__(self, name, tuple(float(b) for b in bound))
         low, high = np.asarray(self.action_low), np.asarray(self.action_high)
-        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
+        # Without a squash the bounds only clip what the env gets, so a dimension may be
+        # unbounded on either side (a Box of [0, 1] x [-inf, inf]); a squash needs them all.
+        finite = self.squash == "none" or (np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
+        if not (finite and np.all(low < high)):
+            need = "low < high" if self.squash == "none" else "finite with low < high"
             raise ValueError(
-                f"PolicySpec action bounds must be finite with low < high, got "
+                f"PolicySpec action bounds must be {need} for squash={self.squash!r}, got "
                 f"low={self.action_low}, high={self.action_high}"
             )
 
@@ -218,7 +222,8 @@ def spec_for_env(
     Discrete actions give a categorical policy (``Discrete(n, start=s)``: ``action_start = s``,
     so the env gets ``s + index``); a Box gives a Gaussian one whose mean is
     squashed into the bounds (``sigmoid`` for ``[0, 1]`` boxes, else
-    ``tanh``; ``none`` for unbounded boxes). The observation shape is taken as it is, so a
+    ``tanh``; ``none`` for boxes unbounded in some dimension, whose bounded dimensions are
+    then clipped when the env is stepped). The observation shape is taken as it is, so a
     history-window env (``[K, obs_dim]``) needs ``torso='lstm'``.
     """
     obs_space = getattr(env, "single_observation_space", env.observation_space)
@@ -239,14 +244,15 @@ def spec_for_env(
     if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
         low, high = act_space.low.astype(np.float64), act_space.high.astype(np.float64)
         bounded = bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
+        some = bool(np.any(np.isfinite(low)) or np.any(np.isfinite(high)))
         if squash is None:
             unit_box = bounded and np.all(low == 0.0) and np.all(high == 1.0)
             squash = "sigmoid" if unit_box else ("tanh" if bounded else "none")
         return PolicySpec(
             "gaussian", obs_space.shape, int(act_space.shape[0]), torso=torso, hidden=hidden,
             activation=activation, squash=squash, log_std_init=log_std_init,
-            action_low=tuple(low) if bounded else None,
-            action_high=tuple(high) if bounded else None,
+            action_low=tuple(low) if some else None,
+            action_high=tuple(high) if some else None,
         )
     raise ValueError(
         f"spec_for_env: action space {act_space} is not supported "

@@ -16,6 +16,7 @@ import pytest
 from gymnasium import spaces
 
 from pgtwin_core.envs import make_vec_env
+from pgtwin_core.sampling import env_actions
 from pgtwin_core.specs import PolicySpec, check_weights, init_weights, spec_for_env
 
 CATEGORICAL_MLP = PolicySpec("categorical", (4,), 2)                      # CartPole-like
@@ -176,6 +177,19 @@ def test_spec_for_unbounded_box_has_no_squash_and_no_bounds():
     assert (spec.squash, spec.action_low, spec.action_high, spec.action_size) == ("none", None, None, 3)
 
 
+def test_a_box_bounded_in_some_dimensions_is_clipped_there_and_not_squashed():
+    # Box([0, -inf], [1, inf]): dimension 0 in [0, 1], dimension 1 free. No squash can
+    # serve both, so the mean is not squashed and the samples are clipped per dimension.
+    env = _SpacesOnly(spaces.Box(-1, 1, (2,)),
+                      spaces.Box(np.array([0.0, -np.inf]), np.array([1.0, np.inf])))
+    spec = spec_for_env(env)
+    assert (spec.squash, spec.action_low, spec.action_high) == ("none", (0.0, -np.inf),
+                                                                (1.0, np.inf))
+    samples = np.array([[-1.84, -7.0], [2.09, 9.0], [0.5, 0.25]])
+    np.testing.assert_array_equal(env_actions(spec, samples),
+                                  np.float32([[0.0, -7.0], [1.0, 9.0], [0.5, 0.25]]))
+
+
 def test_spec_for_env_rejects_unsupported_spaces():
     with pytest.raises(ValueError, match=r"spec_for_env: observation space Discrete\(3\) is not a Box"):
         spec_for_env(_SpacesOnly(spaces.Discrete(3), spaces.Discrete(2)))
@@ -211,9 +225,14 @@ BAD_GAUSSIAN_SPECS = [
     (dict(squash="none", action_low=(0.0, 0.0)),
      "PolicySpec.action_high=None must have 2 entries for squash='none'"),
     (dict(squash="tanh", action_low=(0.0, 1.0), action_high=(1.0, 1.0)),
-     "PolicySpec action bounds must be finite with low < high, got low=(0.0, 1.0), high=(1.0, 1.0)"),
+     "PolicySpec action bounds must be finite with low < high for squash='tanh', got "
+     "low=(0.0, 1.0), high=(1.0, 1.0)"),
     (dict(squash="tanh", action_low=(0.0, -np.inf), action_high=(1.0, 1.0)),
-     "PolicySpec action bounds must be finite with low < high, got low=(0.0, -inf)"),
+     "PolicySpec action bounds must be finite with low < high for squash='tanh', got "
+     "low=(0.0, -inf)"),
+    (dict(squash="none", action_low=(0.0, -np.inf), action_high=(0.0, np.inf)),
+     "PolicySpec action bounds must be low < high for squash='none', got low=(0.0, -inf), "
+     "high=(0.0, inf)"),
 ]
 
 
