@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -336,6 +338,37 @@ def test_episodic_baselines_get_a_rollout_long_enough_for_whole_episodes(
         tmp_path, capsys, argv, num_envs, num_steps):
     settings = _settings("--env", "CartPole-v1", "--logdir", str(tmp_path), *argv)
     assert (settings.config.num_envs, settings.config.num_steps) == (num_envs, num_steps)
+
+
+def test_an_env_modules_time_limit_sets_the_episodic_rollout(tmp_path, monkeypatch):
+    # The module is imported before the defaults are resolved, so its env's registered
+    # limit of 300 steps is known: T = 2 x 300, N = 16 x 128 // 600 = 3 (the table's row
+    # for an env it does not list is 16 envs x 128 steps). Before, the id was looked up
+    # unregistered and 16 x 128 stayed: no batch held a complete episode.
+    name = "pgtwin_time_limit_trial_envs"
+    (tmp_path / f"{name}.py").write_text(
+        "import gymnasium as gym\n"
+        "if 'LimitTrial-v0' not in gym.registry:\n"
+        "    gym.register('LimitTrial-v0', entry_point="
+        "'gymnasium.envs.classic_control:CartPoleEnv', max_episode_steps=300)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        for argv in (["--env", f"{name}:LimitTrial-v0"],
+                     ["--env-module", name, "--env", "LimitTrial-v0"]):
+            settings = _settings(*argv, "--baseline", "optimal_time", "--logdir", str(tmp_path))
+            assert (settings.config.num_envs, settings.config.num_steps) == (3, 600)
+    finally:
+        sys.modules.pop(name, None)
+        gymnasium.registry.pop("LimitTrial-v0", None)
+
+
+def test_an_env_module_given_as_a_file_names_the_module_to_give(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--env-module", "./myenvs.py", "--env", "Mine-v0", "--logdir",
+              str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert ("env module './myenvs.py' is a file path; give the module's name as import "
+            "would: 'myenvs'") in capsys.readouterr().err
 
 
 def test_for_episodic_baseline_by_hand():

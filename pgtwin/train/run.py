@@ -162,6 +162,11 @@ def import_env_module(name: str) -> None:
     """
     import importlib
 
+    if name.endswith(".py") or "/" in name or os.sep in name or name.startswith("."):
+        stem = os.path.splitext(os.path.basename(name.rstrip("/")))[0]
+        raise ValueError(f"env module {name!r} is a file path; give the module's name as "
+                         f"import would: {stem!r} (run from {os.path.dirname(name) or '.'!r}, "
+                         "or put that directory on PYTHONPATH)")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())
     try:

@@ -195,7 +195,7 @@ def given_values(args) -> dict:
 
 def settings_from_args(args, parser):
     """``(RunSettings, resume)`` from parsed arguments; argument errors exit via ``parser``."""
-    from pgtwin.train.run import TrainingError, load_settings
+    from pgtwin.train.run import TrainingError, import_env_module, load_settings
     from pgtwin.train.settings import newest_logdir, resolve
 
     saved, logdir = None, args.logdir
@@ -230,6 +230,8 @@ def settings_from_args(args, parser):
     if logdir is not None:
         given["logdir"] = logdir
     try:
+        if env_module:  # first: the defaults read the env's registered time limit
+            import_env_module(env_module)
         settings = resolve(env_id, given, saved)
     except ValueError as err:
         parser.error(str(err))
