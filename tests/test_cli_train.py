@@ -307,6 +307,31 @@ def test_a_valueerror_raised_by_pgtwin_stays_a_usage_error(tmp_path, capsys, mon
         capsys.readouterr().err
 
 
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_update_0(tmp_path, capsys,
+                                                                      monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+        yield  # a generator, as iterate_training is
+
+    logdir = str(tmp_path / "run")
+    argv = ["--env", "CartPole-v1", "--steps", "128", "--json", *TINY]
+    with monkeypatch.context() as patch:
+        patch.setattr("pgtwin.train.run.iterate_training", interrupted)
+        code, _, err = _train(capsys, *argv, "--logdir", logdir)
+    assert code == 130
+    assert ("interrupted before the first checkpoint (one every 25 updates, "
+            f"--checkpoint-every); pgtwin train --resume --logdir {logdir} starts the run "
+            "again from update 0") in err, err
+    code, resumed, err = _train(capsys, "--resume", "--logdir", logdir, "--json", "--no-progress")
+    assert code == 0 and "starting the run again from update 0 with its settings" in err, err
+    code, fresh, _ = _train(capsys, *argv, "--logdir", str(tmp_path / "fresh"))
+    # 128 steps of 4 envs x 16: two updates, as a run never interrupted
+    assert (resumed["updates"], resumed["env_steps"]) == (fresh["updates"], fresh["env_steps"]) \
+        == (2, 128)
+    assert len(read_episodes(os.path.join(logdir, "episodes.csv"))) == \
+        len(read_episodes(str(tmp_path / "fresh" / "episodes.csv")))
+
+
 def test_resume_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--resume", "--logdir", str(tmp_path / "empty")])

@@ -209,10 +209,14 @@ def train(settings: RunSettings, resume: bool = False,
         lock.release()
 
 
+def has_checkpoint(logdir: str) -> bool:
+    """Whether the run in ``logdir`` has written a checkpoint."""
+    return bool(checkpoints.list_checkpoints(run_paths(logdir)["checkpoints"]))
+
+
 def check_fresh_logdir(logdir: str) -> None:
     """Raise TrainingError if ``logdir`` already holds a run (settings or checkpoints)."""
-    paths = run_paths(logdir)
-    if checkpoints.list_checkpoints(paths["checkpoints"]) or os.path.exists(paths["settings"]):
+    if has_checkpoint(logdir) or os.path.exists(run_paths(logdir)["settings"]):
         raise TrainingError(f"{logdir} already holds a run: pass --resume to continue it, or "
                             "choose another --logdir")
 
@@ -312,6 +316,10 @@ class _Run:
     # ------------------------------------------------------------------ start / resume
     def start(self) -> None:
         check_fresh_logdir(self.settings.logdir)  # again, now that the lock is held
+        self._begin()
+
+    def _begin(self) -> None:
+        """Write the settings and a new episode log: the run's update 0."""
         with writing(self.paths["settings"]):
             write_settings(self.paths, self.settings)
         with writing(self.paths["episodes"]):
@@ -326,7 +334,14 @@ class _Run:
         for path, reason in refused:
             self.say(f"refusing {reason}; moved it to {checkpoints.set_aside(path)}")
         if ckpt is None:
-            raise TrainingError(f"no usable checkpoint in {root}" + _why_none(root, refused))
+            if refused or checkpoints.set_aside_earlier(root):
+                raise TrainingError(f"no usable checkpoint in {root}" + _why_none(root, refused))
+            # Stopped before its first checkpoint: nothing was lost but the episodes logged
+            # so far, and its settings are fixed, so resuming is starting it again.
+            self.say(f"no checkpoint was written before {self.settings.logdir} stopped: "
+                     "starting the run again from update 0 with its settings")
+            self._begin()
+            return
         if refused:
             self.say(f"using the previous good checkpoint {ckpt.path}")
         doc = run_checkpoint.load_state(ckpt.path)

@@ -273,7 +273,7 @@ def run(args, parser) -> int:
     """Train; print the summary (``--json``: one JSON line last on stdout)."""
     from pgtwin.cli.tensorflow_startup import import_tensorflow
     from pgtwin.train.resume_command import resume_command
-    from pgtwin.train.run import TrainingError, train
+    from pgtwin.train.run import TrainingError, has_checkpoint, train
 
     parser = getattr(args, "command_parser", parser)
     settings, resume = settings_from_args(args, parser)
@@ -293,8 +293,15 @@ def run(args, parser) -> int:
         return refused_or_failed(err, parser, f"setting up {settings.env_id} with the "
                                  f"{settings.impl} twin")
     except KeyboardInterrupt:
-        print(f"pgtwin train: interrupted; resume with: "
-              f"{resume_command(settings.logdir, settings.env_module)}", file=sys.stderr)
+        command = resume_command(settings.logdir, settings.env_module)
+        if has_checkpoint(settings.logdir):
+            print(f"pgtwin train: interrupted; resume with: {command}", file=sys.stderr)
+        else:
+            every = (f"one every {settings.checkpoint_every} updates, --checkpoint-every"
+                     if settings.checkpoint_every else "--checkpoint-every 0 writes none")
+            print(f"pgtwin train: interrupted before the first checkpoint ({every}); "
+                  f"{command} starts the run again from update 0 with its settings",
+                  file=sys.stderr)
         return 130
     if args.json:
         print(json.dumps(result.summary()))
