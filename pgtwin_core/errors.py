@@ -50,3 +50,20 @@ class IncompatibleCheckpointError(ValueError):
             f"checkpoint {path} does not fit this agent: " + "; ".join(self.problems)
             + ". Restore it into an agent built with the PolicySpec and ReinforceConfig "
             "(hidden sizes, dtype, optimizer) it was written with; nothing was restored")
+
+
+class EnvStepError(RuntimeError):
+    """The env's own ``step`` raised: the message says where in the rollout and where in the
+    env's code; the env's exception is the ``__cause__`` (with its traceback)."""
+
+
+def raised_at(err: BaseException) -> str:
+    """``FILE:LINE in FUNCTION`` of the innermost frame of ``err``'s traceback (where it was
+    raised), or ``""`` for an exception never raised."""
+    tb = err.__traceback__
+    if tb is None:
+        return ""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"

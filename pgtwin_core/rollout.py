@@ -16,6 +16,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from pgtwin_core import sampling
+from pgtwin_core.errors import EnvStepError, raised_at
 from pgtwin_core.observation_shape import ObservationShapeError, shape_message
 from pgtwin_core.specs import PolicySpec
 
@@ -191,7 +192,9 @@ def collect(
 
 def _step(envs: gym.vector.VectorEnv, spec: PolicySpec, actions: np.ndarray, step: int,
           env_steps: int):
-    """``envs.step`` of the sampled actions; a sub-env's shape error gets the step added."""
+    """``envs.step`` of the sampled actions; a sub-env's shape error gets the step added,
+    and anything else the env raises becomes an :class:`EnvStepError` naming the step and
+    the line of the env's code that raised."""
     try:
         return envs.step(sampling.env_actions(spec, actions))
     except ObservationShapeError as err:
@@ -201,6 +204,9 @@ def _step(envs: gym.vector.VectorEnv, spec: PolicySpec, actions: np.ndarray, ste
         raise ObservationShapeError(
             shape_message(err.got, f"env {err.env_index}", where, err.expected),
             err.env_index, err.got, err.expected) from err
+    except Exception as err:  # noqa: BLE001  (the env's code: reported with its traceback)
+        raise EnvStepError(f"the env raised {type(err).__name__} at rollout step {step} "
+                           f"(env-step {env_steps}), in {raised_at(err)}: {err}") from err
 
 
 def _check_obs_shape(obs: np.ndarray, expected: tuple[int, ...], step: int,

@@ -8,6 +8,8 @@ which registers them).
   seed ``nan_env_seed`` returns a NaN observation (or reward) on its ``nan_at``-th step call
   (0-based, counted since construction). With ``--seed 0`` sub-env i is reset with seed i,
   so the NaN comes from env index ``nan_env_seed``.
+* ``RaisingCartPole-v0``: the same, whose ``step`` raises ``RuntimeError`` there instead
+  (a simulator that crashes).
 * ``EasyCartPole-v0``: CartPole with ``reward_threshold = 15``, to test the stopping rule
   in a few updates.
 * ``ShiftedActionCartPole-v0``: CartPole whose actions are ``Discrete(2, start=3)`` (3 pushes
@@ -63,6 +65,8 @@ class NaNCartPole(CartPoleEnv):
     def step(self, action):
         obs, reward, terminated, truncated, info = super().step(action)
         if self.first_seed == self.nan_env_seed and self.calls == self.nan_at:
+            if self.target == "raise":
+                raise RuntimeError(f"simulator crashed at call {self.calls}")
             if self.target == "obs":
                 obs = np.array(obs, copy=True)
                 obs[1] = np.nan
@@ -142,6 +146,7 @@ def _register(env_id: str, entry_point, **kwargs) -> None:
 _register("SlowCartPole-v0", SlowCartPole)
 _register("NaNObsCartPole-v0", NaNCartPole, kwargs={"target": "obs"})
 _register("NaNRewardCartPole-v0", NaNCartPole, kwargs={"target": "reward"})
+_register("RaisingCartPole-v0", NaNCartPole, kwargs={"target": "raise"})
 _register("EasyCartPole-v0", CartPoleEnv, reward_threshold=15.0)
 _register("ShiftedActionCartPole-v0", ShiftedActionCartPole)
 _register("ShapeShiftCartPole-v0", ShapeShiftCartPole)

@@ -153,3 +153,25 @@ def test_nan_from_the_env_names_env_and_step_and_keeps_the_checkpoint(tmp_path, 
     assert what in err and f"the last checkpoint {ckpt} is intact" in err
     assert checkpoints.verify(ckpt).meta["env_steps"] == 16
     assert [u for u, _ in checkpoints.list_checkpoints(os.path.join(logdir, "checkpoints"))] == [1]
+
+
+def test_an_env_that_raises_names_where_keeps_the_checkpoint_and_shows_its_traceback(tmp_path,
+                                                                                     capsys):
+    # The same schedule as the NaN test above: the sub-env of index 2 raises on its 6th step
+    # call, rollout step 1 of update 2; update 1 was checkpointed.
+    logdir = str(tmp_path / "run")
+    code = main(["train", "--env", "tests.cli_envs:RaisingCartPole-v0", "--seed", "0",
+                 "--num-envs", "4", "--num-steps", "4", "--hidden", "8", "--checkpoint-every",
+                 "1", "--steps", "400", "--logdir", logdir, "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1
+    ckpt = checkpoints.checkpoint_path(os.path.join(logdir, "checkpoints"), 1)
+    message = err[err.index("pgtwin train: error:"):]
+    assert message.startswith("pgtwin train: error: RaisingCartPole-v0 (eager) failed during "
+                              "update 2: the env raised RuntimeError at rollout step 1"), message
+    assert "tests/cli_envs.py:" in message and "simulator crashed at call 5" in message
+    assert f"the last checkpoint {ckpt} is intact; fix the env, then resume with: " in message
+    # the env's own traceback comes first, ending at its raise
+    trace = err[:err.index("pgtwin train: error:")]
+    assert trace.startswith("Traceback") and trace.rstrip().endswith(
+        "RuntimeError: simulator crashed at call 5")

@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from pgtwin_core.envs import make_vec_env
+from pgtwin_core.errors import EnvStepError
 from pgtwin_core.loop import skip_reason
 from pgtwin_core.parallel_rollout import ReplicaCollector
 from pgtwin_core.specs import spec_for_env
@@ -349,6 +350,10 @@ class _DistributedRun:
                         break
             self._finish_files()
             self._gather(0)  # every worker waits for the chief's final files
+        except (ValueError, FloatingPointError, EnvStepError) as err:  # data or env: say where
+            raise TrainingError(f"{s.env_id} (worker {self.worker}) failed during update "
+                                f"{p.update + 1} after env-step {p.env_steps}: {err}; "
+                                f"{self._last_complete()}") from err
         except Exception as err:  # noqa: BLE001 (only collective failures are translated)
             if not worker_health.is_collective_failure(err):
                 raise

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import sys
+import traceback
 
 from pgtwin_core.config import BASELINES, DTYPES, OPTIMIZERS, VALUE_FITS
 from pgtwin_core.parallel_rollout import COLLECTIONS
@@ -257,6 +258,18 @@ def check_env(settings, parser) -> None:
         parser.error(str(err))
 
 
+def print_env_traceback(err: BaseException) -> None:
+    """The traceback of the env's own exception behind ``err``, if the env raised (its
+    code's bug is found there); nothing for pgtwin's refusals."""
+    from pgtwin_core.errors import EnvStepError
+
+    cause = err.__cause__
+    if isinstance(cause, EnvStepError) and cause.__cause__ is not None:
+        env_err = cause.__cause__
+        traceback.print_exception(type(env_err), env_err, env_err.__traceback__,
+                                  file=sys.stderr)
+
+
 def refused_or_failed(err: ValueError, parser, doing: str) -> int:
     """Exit 2 with the usage text for pgtwin's own refusal of the settings; exit 1 with
     :func:`pgtwin.cli.error_origin.foreign_failure`'s report for a ValueError raised inside
@@ -287,6 +300,7 @@ def run(args, parser) -> int:
     try:
         result = train(settings, resume=resume)
     except TrainingError as err:
+        print_env_traceback(err)
         print(f"pgtwin train: error: {err}", file=sys.stderr)
         return 1
     except ValueError as err:  # set-up: unknown env id, unsupported spaces, bad spec
@@ -415,6 +429,7 @@ def run_under_strategy(args, parser, settings, resume: bool) -> int:
             collection=getattr(args, "collection", None) or "parallel",
             cpu_replicas=cpu_replicas)
     except (TrainingError, WorkerLostError) as err:
+        print_env_traceback(err)
         print(f"pgtwin train: error: {err}", file=sys.stderr, flush=True)
         if strategy_name == "multi-worker":
             # TF's collective runtime may block interpreter shutdown once a peer is gone;
