@@ -232,8 +232,10 @@ def test_a_lost_worker_ends_the_other_within_the_timeout(runs):
     known = (f"Checkpoint update {complete} is complete on every worker",
              f"(update {complete}, written here, is too if every worker wrote its shard")
     assert any(k in lost["err"] for k in known), lost["err"][-1500:]
-    assert (f"restart all 2 workers, each with its TF_CONFIG: pgtwin train --resume "
-            f"--logdir {multi}") in lost["err"]
+    # tests.cli_envs was found in the working directory (and PYTHONPATH): the command
+    # carries it, so a restart from elsewhere imports the env module again
+    assert (f"restart all 2 workers, each with its TF_CONFIG: PYTHONPATH={REPO} pgtwin train "
+            f"--resume --logdir {multi}") in lost["err"]
 
 
 @pytest.mark.slow
