@@ -26,9 +26,8 @@ def as_obs(spec: PolicySpec, obs: np.ndarray, name: str = "obs", *, dtype: str) 
         )
     if arr.shape[0] == 0:
         raise ValueError(f"{name} is an empty batch (B = 0)")
-    arr = arr.astype(dtype, copy=False)
-    check_finite(arr, name)
-    return arr
+    return cast_finite(arr, dtype, name, "normalise the observations (pgtwin train "
+                                         "--obs-norm) or scale them in the env")
 
 
 def as_actions(spec: PolicySpec, actions: np.ndarray, batch_size: int,
@@ -51,9 +50,7 @@ def as_actions(spec: PolicySpec, actions: np.ndarray, batch_size: int,
         return arr.astype(np.int64)
     if arr.shape != (batch_size, spec.action_size):
         raise ValueError(f"{name} has shape {arr.shape}; expected [{batch_size}, {spec.action_size}]")
-    arr = arr.astype(dtype)
-    check_finite(arr, name)
-    return arr
+    return cast_finite(arr, dtype, name, "scale the action space")
 
 
 def as_vector(values: np.ndarray, batch_size: int, dtype: np.dtype, name: str) -> np.ndarray:
@@ -61,9 +58,27 @@ def as_vector(values: np.ndarray, batch_size: int, dtype: np.dtype, name: str) -
     arr = np.asarray(values)
     if arr.shape != (batch_size,):
         raise ValueError(f"{name} has shape {arr.shape}; expected [{batch_size}]")
-    arr = arr.astype(dtype)
+    return cast_finite(arr, np.dtype(dtype).name, name, "scale them")
+
+
+def cast_finite(arr: np.ndarray, dtype: str, name: str, fix: str) -> np.ndarray:
+    """``arr`` as ``dtype``, every entry finite before and after the cast.
+
+    A finite float64 value past float32's range (3.4e38) would become inf in the cast and
+    then be reported as "not finite", blaming the env for what the dtype did; it is named
+    as what it is, with ``fix`` (how to bring the values into range) and float64.
+    """
     check_finite(arr, name)
-    return arr
+    with np.errstate(over="ignore"):
+        cast = arr.astype(dtype, copy=False)
+    finite = np.isfinite(cast)
+    if not finite.all():
+        idx = np.unravel_index(int(np.argmin(finite)), arr.shape)
+        where = ", ".join(str(int(i)) for i in idx)
+        raise ValueError(f"{name}[{where}] = {arr[idx]} is finite but past {dtype}'s range "
+                         f"(+-{np.finfo(dtype).max:.3g}): {fix}, or train in float64 "
+                         "(--dtype float64)")
+    return cast
 
 
 def check_finite(arr: np.ndarray, name: str) -> None:
