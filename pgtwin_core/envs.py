@@ -5,6 +5,7 @@ import dataclasses
 from typing import Literal
 
 import gymnasium
+import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
@@ -25,6 +26,8 @@ SUPPORTED_HINT = (
 def unknown_env_message(env_id: str, err: Exception) -> str:
     """Why ``env_id`` is not registered, what is supported, and how to register one's own:
     the forgotten module prefix is the usual cause with a user's env."""
+    if isinstance(err, gymnasium.error.DeprecatedEnv):  # registered, in a newer version
+        return f"env id {env_id!r} is deprecated: {err}"
     return (f"unknown env id {env_id!r} ({err}); {SUPPORTED_HINT}. If your own module "
             f"registers it, import that module first (pgtwin train: --env "
             f"MODULE:{env_id}, e.g. --env mypkg.envs:{env_id})")
@@ -153,16 +156,29 @@ def env_spaces_check(env_id: str, torso: str = "mlp", history: int = 1) -> None:
 
 
 def check_spaces(env_id: str, obs_space: spaces.Space, act_space: spaces.Space) -> None:
-    """Raise ValueError unless observations are Box and actions Discrete or Box."""
+    """Raise ValueError unless observations are Box and actions Discrete or a 1-D Box,
+    saying how to wrap the env where a gymnasium wrapper does it."""
     if not isinstance(obs_space, spaces.Box):
-        raise ValueError(
-            f"{env_id!r} has observation space {obs_space}, which is not a Box; {SUPPORTED_HINT}"
-        )
+        fix = (": one-hot encode it with gymnasium.wrappers.FlattenObservation (Discrete(n) "
+               "becomes a Box of n)" if isinstance(obs_space, (spaces.Discrete,
+                                                                spaces.MultiDiscrete,
+                                                                spaces.Tuple, spaces.Dict))
+               else "")
+        raise ValueError(f"{env_id!r} has observation space {obs_space}, which is not a Box"
+                         f"{fix}; {SUPPORTED_HINT}")
     if not isinstance(act_space, (spaces.Discrete, spaces.Box)):
-        raise ValueError(
-            f"{env_id!r} has action space {act_space}, which is neither Discrete nor Box; "
-            f"{SUPPORTED_HINT}"
-        )
+        fix = (": not supported yet; a MultiDiscrete([n1, n2]) or MultiBinary(k) can be "
+               "re-encoded as one Discrete(n1 * n2) or Discrete(2 ** k) by a wrapper that "
+               "decodes the index (gymnasium.ActionWrapper)"
+               if isinstance(act_space, (spaces.MultiDiscrete, spaces.MultiBinary)) else "")
+        raise ValueError(f"{env_id!r} has action space {act_space}, which is neither Discrete "
+                         f"nor Box{fix}; {SUPPORTED_HINT}")
+    if isinstance(act_space, spaces.Box) and len(act_space.shape) != 1:
+        size = int(np.prod(act_space.shape))
+        raise ValueError(f"{env_id!r} has action space {act_space} of shape {act_space.shape}; "
+                         f"a Box action must be 1-D: flatten it with gymnasium.wrappers."
+                         f"TransformAction(env, lambda a: a.reshape({act_space.shape}), a "
+                         f"Box of shape ({size},))")
 
 
 def _check_autoreset(env_id: str, envs: gymnasium.vector.VectorEnv) -> None:

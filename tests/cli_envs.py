@@ -19,7 +19,8 @@ which registers them).
 * ``HugeRewardCartPole-v0``: CartPole paying ``HUGE_REWARD`` per step: finite in float64
   (the rollout's check passes) but past float32's range, so a float32 loss without return
   normalisation is not finite.
-* ``MultiDiscreteCartPole-v0`` / ``DictObsCartPole-v0``: spaces pgtwin does not support.
+* ``MultiDiscreteCartPole-v0`` / ``GridActionCartPole-v0`` / ``DictObsCartPole-v0``: spaces
+  pgtwin does not support (a MultiDiscrete action, a 2-D Box action, Dict observations).
 * ``UnpicklableCartPole-v0``: CartPole holding a lambda, so its state cannot be pickled
   into a checkpoint (a resume reseeds it).
 """
@@ -122,6 +123,14 @@ class MultiDiscreteCartPole(CartPoleEnv):
         self.action_space = gymnasium.spaces.MultiDiscrete([2, 2])
 
 
+class GridActionCartPole(CartPoleEnv):
+    """CartPole declaring a 2-D Box action space ``(2, 1)`` (unsupported: not flat)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (2, 1), np.float32)
+
+
 class DictObsCartPole(CartPoleEnv):
     """CartPole declaring a Dict observation space (unsupported)."""
 
@@ -152,5 +161,6 @@ _register("ShiftedActionCartPole-v0", ShiftedActionCartPole)
 _register("ShapeShiftCartPole-v0", ShapeShiftCartPole)
 _register("HugeRewardCartPole-v0", HugeRewardCartPole)
 _register("MultiDiscreteCartPole-v0", MultiDiscreteCartPole)
+_register("GridActionCartPole-v0", GridActionCartPole)
 _register("DictObsCartPole-v0", DictObsCartPole)
 _register("UnpicklableCartPole-v0", UnpicklableCartPole)

@@ -15,7 +15,17 @@ CASES = {
     "Blackjack-v1": "'Blackjack-v1' has observation space Tuple",
     "tests.cli_envs:DictObsCartPole-v0": "has observation space Dict",
     "tests.cli_envs:MultiDiscreteCartPole-v0": "has action space MultiDiscrete([2 2]), which is "
-                                               "neither Discrete nor Box",
+                                               "neither Discrete nor Box: not supported yet; a "
+                                               "MultiDiscrete([n1, n2]) or MultiBinary(k) can "
+                                               "be re-encoded as one Discrete(n1 * n2)",
+    "tests.cli_envs:GridActionCartPole-v0": "has action space Box(-1.0, 1.0, (2, 1), float32) of "
+                                            "shape (2, 1); a Box action must be 1-D: flatten it "
+                                            "with gymnasium.wrappers.TransformAction(env, lambda "
+                                            "a: a.reshape((2, 1)), a Box of shape (2,))",
+    "FrozenLake-v1": "'FrozenLake-v1' has observation space Discrete(16), which is not a Box: "
+                     "one-hot encode it with gymnasium.wrappers.FlattenObservation",
+    "Taxi-v3": "env id 'Taxi-v3' is deprecated: Environment version v3 for `Taxi` is "
+               "deprecated. Please use `Taxi-v4` instead.",
 }
 PROBE = """
 import contextlib, io, json, sys
