@@ -19,3 +19,13 @@ def test_errors_after_parsing_name_the_subcommand(capsys, argv, prog, message):
     err = capsys.readouterr().err
     assert info.value.code == 2
     assert f"usage: {prog} " in err and f"{prog}: error: {message}" in err, err
+
+
+def test_ctrl_c_outside_a_commands_own_handler_is_one_line_and_130(capsys, monkeypatch):
+    # e.g. while TensorFlow is imported, before pgtwin train's run has started
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("pgtwin.cli.tensorflow_startup.import_tensorflow", interrupted)
+    assert main(["train", "--env", "CartPole-v1", "--logdir", "unused"]) == 130
+    assert capsys.readouterr().err == "pgtwin train: interrupted\n"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 
 from pgtwin import __version__
 from pgtwin.mode_agnostic.process_tuning import tune_process
@@ -32,14 +33,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``pgtwin`` console script; returns the exit code. Before any
-    command imports TensorFlow, the process is tuned (:func:`tune_process`: a CPU allocator
-    that reuses memory, and XLA's vector width where measured faster)."""
+    """Entry point of the ``pgtwin`` console script; returns the exit code (130 after
+    Ctrl-C, with one line instead of a traceback). Before any command imports TensorFlow,
+    the process is tuned (:func:`tune_process`: a CPU allocator that reuses memory, and
+    XLA's vector width where measured faster)."""
     tune_process()
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "run", None) is None:
         parser.print_help()
         return 0
-    return int(args.run(args, getattr(args, "command_parser", parser)) or 0)
+    command = getattr(args, "command_parser", parser)
+    try:
+        return int(args.run(args, command) or 0)
+    except KeyboardInterrupt:  # a command's own handler says more (train: the resume)
+        print(f"{command.prog}: interrupted", file=sys.stderr)
+        return 130
 
