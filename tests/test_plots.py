@@ -40,3 +40,11 @@ def test_env_steps_are_written_in_engineering_form():
     fig = learning_curve_figure([Curve("run", steps, np.zeros(3))], "t")
     texts = [t for t, _ in _labels(fig)[0]]
     assert "40k" in texts and "200k" in texts and "200000" not in texts
+
+
+def test_a_run_without_a_finished_episode_says_so_and_labels_no_span():
+    empty = np.zeros(0)
+    fig = learning_curve_figure([Curve("run", empty.astype(np.int64), empty)], "t")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts == ["no episode finished"]
+    assert _labels(fig)[0] == []  # no tick labels: there is no span of env steps

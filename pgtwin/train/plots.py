@@ -83,6 +83,11 @@ def learning_curve_figure(curves: list[Curve], title: str, threshold: float | No
         ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
+        if not any(len(line.get_xdata()) for line in ax.get_lines()
+                   if line.get_linestyle() == "None"):  # no episode's dot on this panel
+            ax.text(0.5, 0.5, "no episode finished", transform=ax.transAxes, ha="center",
+                    va="center", fontsize=12)
+            ax.set_xticks([])  # no span of env steps to label: not matplotlib's -40m..40m
     axes[0].set_ylabel("episode return")
     fig.suptitle(title)
     return fig
