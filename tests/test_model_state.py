@@ -154,3 +154,22 @@ def test_state_without_a_tf1_value_is_refused_and_nothing_is_written(tmp_path):
     assert "TF2 policy/bn1/moving_mean (8,)" in str(err.value), str(err.value)
     assert "Nothing was written" in str(err.value)
     assert not out.exists() or os.listdir(out) == []
+
+
+def test_convert_checkpoint_explains_old_code_instead_of_a_traceback(tmp_path, capsys):
+    from pgtwin.cli import main
+
+    src = _trained_checkpoint(tmp_path)
+    np.savez(tmp_path / "batch.npz", **BATCH)
+    argv = ["convert-checkpoint", src, str(tmp_path / "tf2" / "p"), "--tf2",
+            "tests.bn_programs:tf2_program", "--tf1", "tests.compare_cases.contrib_program:tf1",
+            "--inputs", str(tmp_path / "batch.npz")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pgtwin convert-checkpoint: TF1Program.build uses tf.contrib"), err
+    assert "import tf_slim as slim" in err and "Traceback" not in err
+    if os.environ.get("TF_USE_LEGACY_KERAS") != "1":  # too late once TensorFlow is imported
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv + ["--legacy-keras"])
+        assert exit_info.value.code == 2
+        assert "--legacy-keras: TensorFlow is already imported" in capsys.readouterr().err

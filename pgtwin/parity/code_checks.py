@@ -104,7 +104,7 @@ def explain_build_error(err: BaseException, what: str) -> LegacyCodeError | None
             f"{what} uses tf.compat.v1.layers ({symbol}), which TensorFlow >= 2.16 only "
             "provides with legacy Keras (tf.keras is Keras 3 there). Install it with "
             f"{LEGACY_EXTRA} (tf_keras) and set TF_USE_LEGACY_KERAS=1 before TensorFlow is "
-            "imported, e.g. `TF_USE_LEGACY_KERAS=1 pgtwin compare ...`"
+            "imported (pgtwin compare and pgtwin convert-checkpoint: --legacy-keras)"
             + (" (TF_USE_LEGACY_KERAS is set, but tf_keras is not importable)"
                if os.environ.get("TF_USE_LEGACY_KERAS") else "")
             + f". Original error: {text}")
@@ -119,3 +119,14 @@ def explain_build_error(err: BaseException, what: str) -> LegacyCodeError | None
             f"{what} imports {err.name}, which is not installed: {LEGACY_EXTRA} installs "
             "tf_slim and tf_keras, the legacy pieces old TF1 code needs.")
     return None
+
+
+def explained(err: BaseException) -> BaseException:
+    """What to report for ``err``: the :class:`LegacyCodeError` that explains it or its cause
+    (a factory that failed on old code), else ``err`` itself."""
+    for candidate in (err, err.__cause__):
+        if isinstance(candidate, LegacyCodeError):
+            return candidate
+    cause = err.__cause__
+    found = explain_build_error(cause, str(err).split(":")[0]) if cause is not None else None
+    return found or err

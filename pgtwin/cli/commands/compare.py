@@ -15,6 +15,7 @@ import sys
 
 from pgtwin_core.config import DTYPES
 from pgtwin.cli.argument_types import non_negative_int
+from pgtwin.cli.legacy_keras import add_legacy_keras_argument, apply_legacy_keras
 from pgtwin.parity.initialisation import INIT_MODES
 
 
@@ -40,9 +41,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="pair TF1 variable OLD with TF2 variable NEW (repeatable)")
     p.add_argument("--init", choices=INIT_MODES, default="warn",
                    help="initial values that differ: warn (default), fail, or off")
-    p.add_argument("--legacy-keras", action="store_true",
-                   help="set TF_USE_LEGACY_KERAS=1 (tf_keras as tf.keras) for code using "
-                        "tf.compat.v1.layers; needs pip install -e \".[legacy]\"")
+    add_legacy_keras_argument(p)
     p.add_argument("--json", action="store_true",
                    help='print {"ok", "summary", "mapping", "rows": [...]} instead of a table')
     p.set_defaults(run=run)
@@ -64,18 +63,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     name_map = _name_map(args.map, parser)
     if not os.path.isfile(args.inputs):
         parser.error(f"compare --inputs: no file {args.inputs!r}")
-    if args.legacy_keras:
-        if "tensorflow" in sys.modules and os.environ.get("TF_USE_LEGACY_KERAS") != "1":
-            parser.error("compare --legacy-keras: TensorFlow is already imported; set "
-                         "TF_USE_LEGACY_KERAS=1 in the environment instead")
-        os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    apply_legacy_keras(args, parser)
     import numpy as np
 
     from pgtwin.cli.tensorflow_startup import import_tensorflow
 
     import_tensorflow()  # first, so its start-up notices are filtered as the log level asks
 
-    from pgtwin.parity.code_checks import LegacyCodeError, eager_guard, explain_build_error
+    from pgtwin.parity.code_checks import LegacyCodeError, eager_guard, explained
     from pgtwin.parity.code_parity import compare_programs
     from pgtwin.cli.factories import FactoryError, load_factory
     from pgtwin.parity.programs import TF1Program, TF2Program
@@ -91,10 +86,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         report = compare_programs(tf1, tf2, inputs, steps=args.steps, name_map=name_map,
                                   init=args.init, dtype=args.dtype)
     except FactoryError as err:
-        cause = err.__cause__
-        explained = cause if isinstance(cause, LegacyCodeError) else \
-            explain_build_error(cause, str(err).split(":")[0]) if cause is not None else None
-        print(f"pgtwin compare: {explained or err}", file=sys.stderr)
+        print(f"pgtwin compare: {explained(err)}", file=sys.stderr)
         return 2
     except (LegacyCodeError, FeedError, MappingError, LookupError, ValueError,
             TypeError) as err:

@@ -14,6 +14,7 @@ import sys
 
 from pgtwin_core.config import DTYPES, OPTIMIZERS
 from pgtwin_core.specs import ACTIVATIONS
+from pgtwin.cli.legacy_keras import add_legacy_keras_argument, apply_legacy_keras
 from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
 
 DEFAULT_ACTIVATION = "tanh"
@@ -71,6 +72,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--adam-beta1", type=float, default=None, help="Adam beta1 of SRC's training (default 0.9)")
     p.add_argument("--adam-beta2", type=float, default=None, help="Adam beta2 of SRC's training (default 0.999)")
     p.add_argument("--adam-epsilon", type=float, default=None, help="Adam epsilon (default 1e-8, TF1's)")
+    add_legacy_keras_argument(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing DST")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(run=run)
@@ -81,6 +83,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Convert, print what was written (or why not), return the exit code."""
     from pgtwin.cli.tensorflow_startup import import_tensorflow
 
+    apply_legacy_keras(args, parser)
     import_tensorflow()  # first, so its start-up notices are filtered as the log level asks
     from pgtwin_core.config import ReinforceConfig
     from pgtwin.migrate.agent_checkpoint import (
@@ -166,6 +169,7 @@ def _run_user(args: argparse.Namespace, parser: argparse.ArgumentParser,
 
     from pgtwin.migrate.agent_checkpoint import ConversionVerificationError
     from pgtwin.cli.factories import FactoryError, load_factory
+    from pgtwin.parity.code_checks import LegacyCodeError, explained
     from pgtwin.parity.programs import TF1Program, TF2Program
     from pgtwin.migrate.tf1_checkpoint import checkpoint_prefix, read_tf1_checkpoint
     from pgtwin.migrate.user_checkpoint import UserCheckpointError, convert_user_checkpoint
@@ -205,8 +209,8 @@ def _run_user(args: argparse.Namespace, parser: argparse.ArgumentParser,
         result = convert_user_checkpoint(src, args.dst, tf1, tf2, inputs, name_map,
                                          args.optimizer_state, args.drop, args.overwrite)
     except (FactoryError, UserCheckpointError, ConversionVerificationError, FileExistsError,
-            ValueError) as err:
-        return fail(err)
+            ValueError, LegacyCodeError) as err:
+        return fail(explained(err))
     if args.json:
         print(json.dumps({"ok": True, "src": src, "dst": result.dst,
                           "optimizer_state": result.optimizer_state,
