@@ -126,17 +126,46 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     eager_out, eager_grads = eager.run()
     if eager.program.outputs is None:  # every key both sides return
         eager_out = {k: v for k, v in eager_out.items() if k in legacy_out}
-    report.rows.extend(output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
-                                   sides=("TF1Program", "TF2Program")))
-    report.add(_loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed,
-                         *tol["loss"], ctx))
-    report.rows.extend(gradient_rows(legacy.gradients(),
-                                     {n: eager_grads[to_tf2[n]] for n in to_tf2},
-                                     *tol["gradients"], ctx))
+    rows = output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
+                       sides=("TF1Program", "TF2Program"))
+    rows.append(_loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx))
+    report.rows.extend(_with_randomness(rows, legacy, eager, legacy_out, eager_out))
+    tf1_grads, tf2_grads = legacy.gradients(), {n: eager_grads[to_tf2[n]] for n in to_tf2}
+    report.rows.extend(gradient_rows(tf1_grads, tf2_grads, *tol["gradients"], ctx))
+    stuck = {n for n in to_tf2 if tf2_grads[n] is None and tf1_grads[n] is not None}
     if steps:
         report.rows.extend(_weights_rung(legacy, eager, mapping, state, steps, optimizer,
-                                         dtype, *tol["weights"], ctx, step_scaled=atol is None))
+                                         dtype, *tol["weights"], ctx, step_scaled=atol is None,
+                                         stuck=stuck))
     return report
+
+
+def _with_randomness(rows: list[Row], legacy: TF1Side, eager: TF2Side,
+                     legacy_out: Mapping[str, np.ndarray], eager_out: Mapping[str, np.ndarray]
+                     ) -> list[Row]:
+    """``rows`` (outputs and loss), their failures noted as random where a side's forward
+    pass gives other values when run again on the same inputs and weights (dropout left on:
+    the two sides draw different masks, so no rung can agree)."""
+    if all(r.ok for r in rows):
+        return rows
+    moved = []
+    for side, first, again in (("TF1Program", legacy_out, legacy.run()),
+                               ("TF2Program", eager_out, eager.run()[0])):
+        apart = max((float(np.max(np.abs(np.asarray(first[k], np.float64)
+                                         - np.asarray(again[k], np.float64)), initial=0.0))
+                     for k in first if k in again), default=0.0)
+        if apart > 0:
+            moved.append(f"{side} ({apart:.3g})")
+    if not moved:
+        return rows
+    note = (f"{' and '.join(moved)} gave other values when run again on the same inputs and "
+            "weights: the forward pass is random (dropout on: keep_prob < 1 or "
+            "training=True; or a sampled op), so the two sides cannot agree. Feed the batch "
+            "that turns it off (keep_prob 1.0 / is_training False where dropout is all it "
+            "does), as the comparison needs one computation")
+    return [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
+                               "; ".join(x for x in (note, r.note) if x), r.context)
+            for r in rows]
 
 
 def _weights(weights: Mapping[str, np.ndarray], legacy: TF1Side) -> dict[str, np.ndarray]:
@@ -227,9 +256,11 @@ Adam's float32 noise measured up to 1.2e-5 after 5 steps of ~1e-2 (docs/migratio
 
 def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                   state: VariableMapping, steps: int, optimizer: Any, dtype: str, rtol: float,
-                  atol: float, ctx: str, step_scaled: bool = True) -> list[Row]:
+                  atol: float, ctx: str, step_scaled: bool = True,
+                  stuck: set[str] = frozenset()) -> list[Row]:
     """The optimizers' rows, then the pairs and the state pairs after each step (the first
-    step that parts).
+    step that parts). ``stuck``: TF1 names whose TF2 gradient is None, which no TF2 step
+    can move (their rows say so, not that the step updates the wrong variables).
 
     ``step_scaled`` (the default tolerances): a pair's ``atol`` is at most
     :data:`STEP_FRACTION` of its larger step (see :func:`_weight_row`)."""
@@ -263,7 +294,8 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         after1, after2 = _all_values(legacy), _all_values(eager)
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
         step_rows = [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
-                                 rtol, atol, where, hint, cause, step_scaled)
+                                 rtol, atol, where, hint, cause, step_scaled,
+                                 STUCK_MOVED if p.tf1.name in stuck else WEIGHT_MOVED)
                      for p in mapping.pairs]
         step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
                                   rtol, atol, where, "", STATE_CAUSE, step_scaled, STATE_MOVED)
@@ -310,6 +342,10 @@ WEIGHT_MOVED = ("the TF2 train step did not change this variable, TF1's train_op
                 "the TF2 train step changed this variable, TF1's train_op did not: does it "
                 "update variables that TF1 keeps fixed (its var_list)?")
 """A weights row's note when only TF1's step moved the variable, and when only TF2's did."""
+
+STUCK_MOVED = ("its TF2 gradient is None (the gradients rung): the TF2 loss does not reach "
+               "it, so no train step can move it", WEIGHT_MOVED[1])
+"""The same, for a variable whose TF2 gradient is None."""
 
 
 def _all_values(side: TF1Side | TF2Side) -> dict[str, np.ndarray]:

@@ -43,14 +43,30 @@ def output_rows(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray], rtol: 
                             f"only {side} returns it", ctx))
         else:
             row = compare_arrays("outputs", key, a[key], b[key], rtol, atol, ctx)
-            if not row.ok and _probabilities(b[key]) and not _probabilities(a[key]):
-                row = Row(row.rung, row.item, row.max_abs, row.max_rel, False,
-                          f"{sides[1]}'s {key!r} are probabilities (every row sums to 1), "
-                          f"{sides[0]}'s are not: a softmax activation on the model's last "
-                          "layer? Keep the logits and put the softmax in the loss, as TF1 "
-                          "does", ctx)
+            note = "" if row.ok else _output_hint(key, a[key], b[key], sides)
+            if note:
+                row = Row(row.rung, row.item, row.max_abs, row.max_rel, False, note, ctx)
             rows.append(row)
     return rows
+
+
+def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str]) -> str:
+    """Why two outputs that part may differ, read from their values; '' if nothing says."""
+    if _probabilities(b) and not _probabilities(a):
+        return (f"{sides[1]}'s {key!r} are probabilities (every row sums to 1), {sides[0]}'s "
+                "are not: a softmax activation on the model's last layer? Keep the logits and "
+                "put the softmax in the loss, as TF1 does")
+    if _rows_alike(b) and not _rows_alike(a):
+        return (f"every row of {sides[1]}'s {key!r} is the same, {sides[0]}'s are not: the "
+                "layers before the output pass nothing on (a Dropout given keep_prob as its "
+                "rate drops everything at keep_prob 1; a ReLU dead on every input?)")
+    return ""
+
+
+def _rows_alike(x: np.ndarray) -> bool:
+    """True when ``x`` has two or more rows (its first axis) and all of them are equal."""
+    x = np.asarray(x)
+    return bool(x.ndim >= 1 and x.shape[0] > 1 and np.all(x == x[:1]))
 
 
 def _probabilities(x: np.ndarray) -> bool:
@@ -76,7 +92,9 @@ def gradient_rows(a: Mapping[str, np.ndarray | None], b: Mapping[str, np.ndarray
             rows.extend(Row("gradients", n, float("inf"), float("inf"), False,
                             f"{type(err).__name__} on the {side} side: gradient None, the loss "
                             "does not reach this variable (built from numpy values such as "
-                            "log-probs stored during the rollout? a stop_gradient?)", ctx)
+                            "log-probs stored during the rollout? a stop_gradient? a layer "
+                            "that passes nothing on, such as a Dropout given keep_prob as its "
+                            "rate?)", ctx)
                         for n in missing)
     failed = {r.item for r in rows}
     for name in a:

@@ -1,0 +1,117 @@
+"""Dropout in the harness: what a report says when dropout is left on, or given the wrong
+number, so that the first failure names the cause and the later rungs do not blame
+something else (a stop_gradient, the wrong var_list).
+
+The TF1 side is old code's dropout: ``tf.nn.dropout(h, keep_prob=keep_prob_ph)`` with the
+keep probability fed. The TF2 side is a Keras ``Dropout(rate)`` called with
+``training=True`` in the loss and train step.
+"""
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pgtwin.parity.code_parity import compare_programs
+from pgtwin.parity.programs import TF1Program, TF2Program
+
+tf1 = tf.compat.v1
+OBS, HIDDEN, ACTIONS, LR = 4, 16, 3, 0.05
+
+
+class DropoutPolicy:
+    """Old TF1 code with a keep_prob placeholder on its hidden layer."""
+
+    def __init__(self):
+        self.obs_ph = tf1.placeholder(tf.float32, [None, OBS], name="obs")
+        self.act_ph = tf1.placeholder(tf.int32, [None], name="actions")
+        self.ret_ph = tf1.placeholder(tf.float32, [None], name="returns")
+        self.keep_prob = tf1.placeholder(tf.float32, [], name="keep_prob")
+        glorot, zeros = tf1.glorot_uniform_initializer(), tf1.zeros_initializer()
+        with tf1.variable_scope("policy"):
+            w1 = tf1.get_variable("fc1/weights", [OBS, HIDDEN], initializer=glorot)
+            b1 = tf1.get_variable("fc1/biases", [HIDDEN], initializer=zeros)
+            w2 = tf1.get_variable("out/weights", [HIDDEN, ACTIONS], initializer=glorot)
+            b2 = tf1.get_variable("out/biases", [ACTIONS], initializer=zeros)
+        hidden = tf1.nn.dropout(tf.tanh(self.obs_ph @ w1 + b1), keep_prob=self.keep_prob)
+        self.logits = hidden @ w2 + b2
+        neglogp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=self.act_ph,
+                                                                 logits=self.logits)
+        self.loss = tf.reduce_mean(neglogp * self.ret_ph)
+        self.train_op = tf1.train.GradientDescentOptimizer(LR).minimize(self.loss)
+
+
+class KerasDropoutAgent:
+    def __init__(self, rate):
+        self.model = keras.Sequential([keras.layers.Dense(HIDDEN, activation="tanh"),
+                                       keras.layers.Dropout(rate), keras.layers.Dense(ACTIONS)])
+        self.optimizer = keras.optimizers.SGD(LR)
+
+    def loss(self, b):
+        logits = self.model(b["obs"], training=True)
+        neglogp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=b["actions"],
+                                                                 logits=logits)
+        return {"loss": tf.reduce_mean(neglogp * b["returns"]), "logits": logits}
+
+    def train_step(self, b):
+        with tf.GradientTape() as tape:
+            loss = self.loss(b)["loss"]
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(
+            [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None])
+
+
+def tf1_program() -> TF1Program:
+    return TF1Program(build=DropoutPolicy, loss="loss", outputs={"logits": "logits"},
+                      train_op="train_op",
+                      feeds={"obs": "obs_ph", "actions": "act_ph", "returns": "ret_ph",
+                             "keep_prob": "keep_prob"})
+
+
+def tf2_program(rate: float) -> TF2Program:
+    return TF2Program(build=lambda: KerasDropoutAgent(rate), loss=lambda a, b: a.loss(b),
+                      train_step=lambda a, b: a.train_step(b), model="model")
+
+
+def batch(keep_prob: float) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {"obs": rng.normal(size=(32, OBS)), "actions": rng.integers(0, ACTIONS, 32),
+            "returns": rng.normal(size=32), "keep_prob": np.float32(keep_prob)}
+
+
+@pytest.fixture(autouse=True)
+def _seeded_keras():
+    keras.utils.set_random_seed(0)
+
+
+def test_dropout_left_on_is_named_as_randomness_at_the_first_failure():
+    # keep_prob 0.8 fed to TF1 and rate 0.2 in Keras: the same dropout, drawing other masks
+    report = compare_programs(tf1_program(), tf2_program(0.2), batch(0.8), steps=1)
+    first = report.first_failure
+    assert (first.rung, first.item) == ("outputs", "logits"), report.to_table()
+    assert "TF1Program (" in first.note and "TF2Program (" in first.note
+    assert "gave other values when run again on the same inputs and weights: the forward " \
+           "pass is random (dropout on" in first.note
+
+
+def test_dropout_at_its_off_setting_passes():
+    # keep_prob 1.0 and rate 0.0: the dropout layers pass everything, both sides agree
+    report = compare_programs(tf1_program(), tf2_program(0.0), batch(1.0), steps=2)
+    assert report.ok, report.to_table()
+
+
+def test_keep_prob_given_as_the_rate_is_named_and_the_later_rungs_follow_from_it():
+    # Dropout(rate=1.0) where TF1 keeps everything (keep_prob 1.0): the Keras hidden layer
+    # gives zeros, so every logits row is the head's bias, and the hidden layer's gradient
+    # is None (nothing of it reaches the loss).
+    report = compare_programs(tf1_program(), tf2_program(1.0), batch(1.0), steps=1)
+    first = report.first_failure
+    assert (first.rung, first.item) == ("outputs", "logits"), report.to_table()
+    assert first.note.startswith("every row of TF2Program's 'logits' is the same, "
+                                 "TF1Program's are not")
+    hidden = [r for r in report.rows if r.item.startswith("policy/fc1/weights")]
+    gradient, weights = (next(r for r in hidden if r.rung == rung)
+                         for rung in ("gradients", "weights"))
+    assert "a Dropout given keep_prob as its rate" in gradient.note
+    assert weights.note.startswith("its TF2 gradient is None (the gradients rung)")
