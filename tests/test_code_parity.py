@@ -153,6 +153,45 @@ def test_a_clipping_left_out_parts_at_a_small_learning_rate():
     assert report.ok, report.to_table()
 
 
+def _tf1_decayed(make, decay=0.5, **options):
+    """The TF1 class with an optimizer whose rate is multiplied by ``decay`` every 2 steps
+    of its global_step (staircase), as old code built it."""
+    def factory(lr):
+        rate = tf1.train.exponential_decay(lr, tf1.train.get_global_step(), 2, decay,
+                                           staircase=True)
+        return make(rate, **options)
+    return dataclasses.replace(up.tf1_program(),
+                               build=lambda: up.PolicyGradient(optimizer=factory))
+
+
+def test_learning_rates_are_compared_again_before_every_step():
+    # TF1: 0.01 * 0.5 ** floor(t / 2); Keras without staircase: 0.01 * 0.5 ** (t / 2). At
+    # t = 1, before step 2: 0.01 against 0.01 / sqrt(2) = 0.00707107.
+    keras_rate = keras.optimizers.schedules.ExponentialDecay(up.LR, 2, 0.5, staircase=False)
+    report = compare_programs(_tf1_decayed(tf1.train.GradientDescentOptimizer),
+                              up.tf2_program(optimizer=keras.optimizers.SGD(keras_rate)), BATCH)
+    first = report.first_failure
+    assert (first.item, "step 2/3" in first.context) == ("optimizer.learning_rate", True)
+    assert "TF1's learning rate is 0.01 and SGD's 0.00707107" in first.note
+
+
+@pytest.mark.parametrize("decay", [0.5, 1.0])
+def test_momentum_under_a_decaying_rate_parts_by_design_and_says_so(decay):
+    # TF1's Momentum: a <- 0.9 a + g, w <- w - lr_t a; Keras' SGD: v <- 0.9 v - lr_t g,
+    # w <- w + v. Equal while lr_t is constant: steps 1 and 2 (0.01); at step 3 the rate
+    # halves (staircase, every 2 steps) and they part. With decay 1.0 they never do.
+    program = _tf1_decayed(tf1.train.MomentumOptimizer, decay, momentum=0.9)
+    keras_rate = keras.optimizers.schedules.ExponentialDecay(up.LR, 2, decay, staircase=True)
+    report = compare_programs(program, up.tf2_program(
+        optimizer=keras.optimizers.SGD(keras_rate, momentum=0.9)), BATCH, steps=4)
+    if decay == 1.0:
+        assert report.ok, report.to_table()
+        return
+    first = report.first_failure
+    assert first.rung == "weights" and "step 3/4" in first.context, report.to_table()
+    assert "TF1's MomentumOptimizer multiplies its whole accumulated momentum" in first.note
+
+
 def test_sum_instead_of_mean_is_named_with_the_batch_size():
     report = compare_programs(up.tf1_program(), up.tf2_program(reduce=tf.reduce_sum), BATCH)
     bad = report.first_failure

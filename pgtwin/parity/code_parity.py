@@ -270,7 +270,7 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     with state_kept(legacy):  # a learning rate built under the update ops' control
         tf1_kind, tf1_settings = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed,
                                                legacy.variables.values())
-    hint, cause = "", ""
+    hint, cause, kind, settings = "", "", "", {}
     if eager.optimizer is not None:
         kind, settings = keras_optimizer(eager.optimizer)
         rows.extend(optimizer_rows(tf1_kind, tf1_settings, kind, settings,
@@ -285,16 +285,22 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                         "no Keras optimizer found on the TF2 object to compare settings "
                         "with (TF2Program.optimizer names it); compared through the weights",
                         ctx))
+    first_rate, step_cause = tf1_settings.get("learning_rate"), cause
     for step in range(1, steps + 1):
+        where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
+        if step > 1 and tf1_kind == kind:  # a schedule moves the rates between steps
+            rate_row, rate = _learning_rate_row(legacy, eager, where)
+            if rate_row is not None:
+                return rows + [rate_row]
+            if kind == "sgd" and settings.get("momentum") and rate != first_rate:
+                step_cause = "; ".join(x for x in (cause, MOMENTUM_RATE_CHANGE) if x)
         before1, before2 = _all_values(legacy), _all_values(eager)
-        failure = _run_steps(legacy, eager, f"{ctx}, step {step}/{steps}" if ctx else
-                             f"step {step}/{steps}")
+        failure = _run_steps(legacy, eager, where)
         if failure is not None:
             return rows + [failure]
         after1, after2 = _all_values(legacy), _all_values(eager)
-        where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
         step_rows = [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
-                                 rtol, atol, where, hint, cause, step_scaled,
+                                 rtol, atol, where, hint, step_cause, step_scaled,
                                  STUCK_MOVED if p.tf1.name in stuck else WEIGHT_MOVED)
                      for p in mapping.pairs]
         step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
@@ -303,6 +309,34 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         if not all(r.ok for r in step_rows) or step == steps:
             return rows + step_rows
     return rows
+
+
+MOMENTUM_RATE_CHANGE = (
+    "the learning rate has changed since step 1, and TF1's MomentumOptimizer multiplies its "
+    "whole accumulated momentum by the current rate while Keras' SGD puts each step's rate "
+    "into its velocity: the two agree only while the rate is constant, so they part from "
+    "the first decayed step by design (compare with a constant rate to check the rest)")
+"""The weights rows' note once a schedule has moved a momentum optimizer's learning rate."""
+
+
+def _learning_rate_row(legacy: TF1Side, eager: TF2Side, where: str
+                       ) -> tuple[Row | None, float | None]:
+    """``(a failing row or None, TF1's rate)``: the two learning rates now, before a step
+    after the first (a schedule on ``global_step`` against a Keras schedule on
+    ``iterations``), to the relative 1e-6 the settings rows use."""
+    with state_kept(legacy):
+        _, now = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed,
+                               legacy.variables.values())
+    a = now.get("learning_rate")
+    b = keras_optimizer(eager.optimizer)[1].get("learning_rate")
+    if a is None or b is None or abs(a - b) <= 1e-6 * max(abs(a), abs(b)):
+        return None, a
+    name = type(eager.optimizer).__name__
+    return Row("weights", "optimizer.learning_rate", abs(a - b), abs(a - b) / max(abs(a), abs(b)),
+               False, f"before this step TF1's learning rate is {a:g} and {name}'s {b:g}, "
+               "after the same steps: the schedules differ (compare decay_steps, decay_rate "
+               "and staircase of tf.compat.v1.train.exponential_decay and keras.optimizers."
+               "schedules.ExponentialDecay, or a schedule on one side only)", where), a
 
 
 def _step_setup(legacy: TF1Side, eager: TF2Side, optimizer: Any, dtype: str,
