@@ -63,11 +63,11 @@ class BatchNormPolicy:
 class KerasBatchNormAgent:
     """The migration: Dense (no bias), BatchNormalization, relu, Dense head; Keras SGD."""
 
-    def __init__(self, dtype="float32", momentum=DECAY):
+    def __init__(self, dtype="float32", momentum=DECAY, epsilon=EPSILON):
         self.dtype = dtype
         self.model = keras.Sequential([
             keras.layers.Dense(HIDDEN, use_bias=False, dtype=dtype, name="fc1"),
-            keras.layers.BatchNormalization(momentum=momentum, epsilon=EPSILON, dtype=dtype,
+            keras.layers.BatchNormalization(momentum=momentum, epsilon=epsilon, dtype=dtype,
                                             name="bn1"),
             keras.layers.ReLU(dtype=dtype),
             keras.layers.Dense(ACTIONS, dtype=dtype, name="out")], name="policy")
@@ -100,7 +100,8 @@ def tf1_program(dtype: str = "float32", run_update_ops: bool = True) -> TF1Progr
                       loss="loss", outputs={"logits": "logits"}, train_op="train_op")
 
 
-def tf2_program(dtype: str = "float32", momentum: float = DECAY) -> TF2Program:
-    return TF2Program(build=lambda: KerasBatchNormAgent(dtype, momentum),
+def tf2_program(dtype: str = "float32", momentum: float = DECAY,
+                epsilon: float = EPSILON) -> TF2Program:
+    return TF2Program(build=lambda: KerasBatchNormAgent(dtype, momentum, epsilon),
                       loss=lambda a, b: a.loss(b), train_step=lambda a, b: a.train_step(b),
                       model="model")

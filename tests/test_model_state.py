@@ -58,6 +58,17 @@ def test_a_keras_momentum_left_at_its_default_parts_at_the_moving_statistics():
     assert "0.9 of the step's largest change" in bad[0].note, bad[0].note
 
 
+def test_a_batch_norm_epsilon_that_differs_is_named_at_the_outputs():
+    # TF1 adds 1e-3 to the batch variance under its Rsqrt (tf.nn.batch_normalization); a
+    # migration with PyTorch's 1e-5 normalises by sqrt(var + 1e-5): the outputs part first
+    report = compare_programs(bn.tf1_program(), bn.tf2_program(epsilon=1e-5), BATCH)
+    first = report.first_failure
+    assert first.rung == "outputs", report.to_table()
+    assert first.note.startswith("batch normalisation's epsilon differs: TF1's graph adds "
+                                 "0.001 to the variance, the Keras BatchNormalization layers "
+                                 "1e-05"), first.note
+
+
 def test_a_tf1_train_op_without_its_update_ops_is_named():
     # The classic TF1 bug: minimize() outside tf.control_dependencies(UPDATE_OPS), so the
     # moving statistics never move; the Keras layer moves them in every training call.

@@ -25,6 +25,8 @@ import numpy as np
 
 from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
+from pgtwin.parity.layer_hints import (batch_norm_hint, keras_batch_norm_epsilons,
+                                       tf1_batch_norm_epsilons)
 from pgtwin.parity.loss_hints import ratio_hint, softmax_hint
 from pgtwin.parity.model_state import STATE_CAUSE, STATE_MOVED, split_name_map, state_kept
 from pgtwin.parity.optimizer_config import (drift_hint, float32_rounding, keras_optimizer,
@@ -126,8 +128,8 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     eager_out, eager_grads = eager.run()
     if eager.program.outputs is None:  # every key both sides return
         eager_out = {k: v for k, v in eager_out.items() if k in legacy_out}
-    rows = output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
-                       sides=("TF1Program", "TF2Program"))
+    rows = _with_layer_hints(output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
+                                         sides=("TF1Program", "TF2Program")), legacy, eager)
     rows.append(_loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx))
     report.rows.extend(_with_randomness(rows, legacy, eager, legacy_out, eager_out))
     tf1_grads, tf2_grads = legacy.gradients(), {n: eager_grads[to_tf2[n]] for n in to_tf2}
@@ -138,6 +140,17 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
                                          dtype, *tol["weights"], ctx, step_scaled=atol is None,
                                          stuck=stuck))
     return report
+
+
+def _with_layer_hints(rows: list[Row], legacy: TF1Side, eager: TF2Side) -> list[Row]:
+    """Output rows that part, and say nothing yet, given the layers' settings that differ
+    (:mod:`pgtwin.parity.layer_hints`)."""
+    if all(r.ok or r.note for r in rows):
+        return rows
+    hint = batch_norm_hint(tf1_batch_norm_epsilons(legacy.loss),
+                           keras_batch_norm_epsilons(eager.layers()))
+    return [r if r.ok or r.note or not hint else
+            Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
 
 
 def _with_randomness(rows: list[Row], legacy: TF1Side, eager: TF2Side,

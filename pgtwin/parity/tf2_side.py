@@ -167,6 +167,10 @@ class TF2Side:
             self.variables[name].assign(np.asarray(value).astype(
                 self.variables[name].dtype.as_numpy_dtype))
 
+    def layers(self) -> list[Any]:
+        """Every Keras layer of the model and of the object around it."""
+        return list({id(x): x for x in [*_layers(self.model), *_layers(self.obj)]}.values())
+
     def initializer_of(self, name: str) -> str:
         """The Keras initializer that made the variable, as ``Class(config)``, or ''."""
         target = self.variables[name]

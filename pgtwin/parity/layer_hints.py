@@ -1,0 +1,58 @@
+"""Hints for outputs that part, from the layers' settings on both sides.
+
+Batch normalisation's epsilon is the common one: TF1's ``tf.layers.batch_normalization``
+and Keras both default to 1e-3, while code ported from PyTorch (or written by hand) uses
+1e-5, and the outputs then part with nothing in the weights to show why. TF1's epsilon is
+read from the graph the loss depends on: the ``epsilon`` attribute of a ``FusedBatchNorm``
+op, or the constant added to the variance under ``Rsqrt`` (``tf.nn.batch_normalization``,
+which the unfused layers call). The Keras side's is each ``BatchNormalization`` layer's.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from pgtwin.parity.graph_walk import upstream_ops
+
+_ADDS = {"Add", "AddV2"}
+
+
+def tf1_batch_norm_epsilons(root: Any) -> set[float]:
+    """The batch-norm epsilons in the TF1 graph ``root`` (a tensor or op) depends on."""
+    found = set()
+    for op in upstream_ops(root, control=False):
+        if op.type.startswith("FusedBatchNorm"):
+            found.add(float(op.get_attr("epsilon")))
+        elif op.type == "Rsqrt" and op.inputs[0].op.type in _ADDS:
+            for t in op.inputs[0].op.inputs:
+                value = tf.get_static_value(t) if t.shape.rank == 0 else None
+                if value is not None:
+                    found.add(float(value))
+    return found
+
+
+def keras_batch_norm_epsilons(layers: list[Any]) -> set[float]:
+    """The ``epsilon`` of every batch-normalisation layer among ``layers``."""
+    return {float(layer.epsilon) for layer in layers
+            if "BatchNormalization" in type(layer).__name__ and hasattr(layer, "epsilon")}
+
+
+def batch_norm_hint(tf1_epsilons: set[float], keras_epsilons: set[float]) -> str:
+    """The note when both sides normalise and their epsilons differ, else ''."""
+    if not tf1_epsilons or not keras_epsilons or _same(tf1_epsilons, keras_epsilons):
+        return ""
+    return (f"batch normalisation's epsilon differs: TF1's graph adds {_show(tf1_epsilons)} "
+            f"to the variance, the Keras BatchNormalization layers {_show(keras_epsilons)}: "
+            "build them with TF1's (tf.layers' default is 1e-3, as Keras'; 1e-5 is "
+            "PyTorch's)")
+
+
+def _same(a: set[float], b: set[float]) -> bool:
+    return len(a) == len(b) and all(np.isclose(x, y, rtol=1e-6, atol=0.0)
+                                    for x, y in zip(sorted(a), sorted(b)))
+
+
+def _show(values: set[float]) -> str:
+    return ", ".join(f"{v:g}" for v in sorted(values))
