@@ -132,10 +132,13 @@ class TF2Side:
         self.not_compared = list(dict.fromkeys(
             underlying(v).name.split(":")[0] for v in owned if id(underlying(v)) not in read))
         self.initial = self.values()
-        state = tf2_state_variables(self.model, self.obj)  # made by the first call too
-        self.state = dict(zip(_variable_names(state, self.model, self.obj), state))
         self.optimizer = find_optimizer(self.obj, self.model) if program.optimizer is None \
             else resolve(self.obj, program.optimizer, f"{what}.optimizer")
+        # made by the first call too; a tf.Module agent's optimizer slots are not the model's
+        slots = {id(underlying(v)) for v in _optimizer_variables(self.optimizer)}
+        state = [v for v in tf2_state_variables(self.model, self.obj)
+                 if id(underlying(v)) not in slots]
+        self.state = dict(zip(_variable_names(state, self.model, self.obj), state))
 
     def infos(self) -> list[VariableInfo]:
         """The variables the loss reads as :class:`VariableInfo`, in first-read order."""
@@ -220,6 +223,14 @@ class TF2Side:
         self.optimizer = optimizer
         self.program = TF2Program(build=self.program.build, loss=self.program.loss,
                                   outputs=self.program.outputs)
+
+
+def _optimizer_variables(optimizer: Any) -> list[Any]:
+    """A Keras optimizer's variables (a property in Keras 3 and tf_keras, a method in
+    tf_keras' legacy optimizers); none for None."""
+    found = getattr(optimizer, "variables", None)
+    found = found() if callable(found) else found
+    return list(found or [])
 
 
 def _attribute_paths(*objs: Any) -> dict[int, str]:
