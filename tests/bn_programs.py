@@ -27,7 +27,7 @@ OBS, HIDDEN, ACTIONS, LR, DECAY, EPSILON = 4, 8, 2, 0.05, 0.9, 1e-3
 class BatchNormPolicy:
     """Old TF1 code: placeholders, hand-made batch norm, SGD ``minimize``, a Session."""
 
-    def __init__(self, dtype=tf.float32, run_update_ops=True):
+    def __init__(self, dtype=tf.float32, run_update_ops=True, count_steps=False):
         self.obs_ph = tf1.placeholder(dtype, [None, OBS], name="obs")
         self.act_ph = tf1.placeholder(tf.int32, [None], name="actions")
         self.ret_ph = tf1.placeholder(dtype, [None], name="returns")
@@ -54,8 +54,10 @@ class BatchNormPolicy:
                                                                  logits=self.logits)
         self.loss = tf.reduce_mean(neglogp * self.ret_ph)
         updates = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS) if run_update_ops else []
+        step = tf1.train.get_or_create_global_step() if count_steps else None
         with tf.control_dependencies(updates):
-            self.train_op = tf1.train.GradientDescentOptimizer(LR).minimize(self.loss)
+            self.train_op = tf1.train.GradientDescentOptimizer(LR).minimize(self.loss,
+                                                                            global_step=step)
         self.sess = tf1.Session()
         self.sess.run(tf1.global_variables_initializer())
 
@@ -63,7 +65,7 @@ class BatchNormPolicy:
 class KerasBatchNormAgent:
     """The migration: Dense (no bias), BatchNormalization, relu, Dense head; Keras SGD."""
 
-    def __init__(self, dtype="float32", momentum=DECAY, epsilon=EPSILON):
+    def __init__(self, dtype="float32", momentum=DECAY, epsilon=EPSILON, make_optimizer=None):
         self.dtype = dtype
         self.model = keras.Sequential([
             keras.layers.Dense(HIDDEN, use_bias=False, dtype=dtype, name="fc1"),
@@ -72,7 +74,7 @@ class KerasBatchNormAgent:
             keras.layers.ReLU(dtype=dtype),
             keras.layers.Dense(ACTIONS, dtype=dtype, name="out")], name="policy")
         self.model.build((None, OBS))
-        self.optimizer = keras.optimizers.SGD(LR)
+        self.optimizer = make_optimizer() if make_optimizer else keras.optimizers.SGD(LR)
 
     def loss(self, b):
         logits = self.model(tf.cast(b["obs"], self.dtype), training=True)
@@ -100,8 +102,9 @@ def tf1_program(dtype: str = "float32", run_update_ops: bool = True) -> TF1Progr
                       loss="loss", outputs={"logits": "logits"}, train_op="train_op")
 
 
-def tf2_program(dtype: str = "float32", momentum: float = DECAY,
-                epsilon: float = EPSILON) -> TF2Program:
-    return TF2Program(build=lambda: KerasBatchNormAgent(dtype, momentum, epsilon),
+def tf2_program(dtype: str = "float32", momentum: float = DECAY, epsilon: float = EPSILON,
+                make_optimizer=None) -> TF2Program:
+    return TF2Program(build=lambda: KerasBatchNormAgent(dtype, momentum, epsilon,
+                                                        make_optimizer),
                       loss=lambda a, b: a.loss(b), train_step=lambda a, b: a.train_step(b),
                       model="model")

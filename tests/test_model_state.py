@@ -118,10 +118,11 @@ def test_optimizer_slots_global_step_and_an_unused_critic_are_not_state():
 
 
 # ------------------------------------------------------------ convert-checkpoint --tf2
-def _trained_checkpoint(tmp_path) -> str:
-    """The TF1 policy after 3 train steps (its moving statistics moved), saved by a Saver."""
+def _trained_checkpoint(tmp_path, count_steps: bool = False) -> str:
+    """The TF1 policy after 3 train steps (its moving statistics moved, and with
+    ``count_steps`` its global_step at 3), saved by a Saver."""
     with tf.Graph().as_default():
-        policy = bn.BatchNormPolicy()
+        policy = bn.BatchNormPolicy(count_steps=count_steps)
         feed = {policy.obs_ph: BATCH["obs"], policy.act_ph: BATCH["actions"],
                 policy.ret_ph: BATCH["returns"]}
         for _ in range(3):
@@ -184,3 +185,31 @@ def test_convert_checkpoint_explains_old_code_instead_of_a_traceback(tmp_path, c
             main(argv + ["--legacy-keras"])
         assert exit_info.value.code == 2
         assert "--legacy-keras: TensorFlow is already imported" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_a_keras_schedule_goes_on_from_tf1s_global_step(tmp_path, kind):
+    # TF1 trained 3 steps (global_step 3). A Keras SGD on ExponentialDecay(0.05, 2, 0.5)
+    # restored with iterations 3 steps at 0.05 * 0.5 ** 1.5, not at its first rate 0.05.
+    # A fresh Adam is left at 0 (its bias correction reads iterations too), with a note.
+    def make():
+        rate = keras.optimizers.schedules.ExponentialDecay(bn.LR, 2, 0.5)
+        return keras.optimizers.SGD(rate) if kind == "sgd" else keras.optimizers.Adam(rate)
+
+    src = _trained_checkpoint(tmp_path, count_steps=True)
+    dst = str(tmp_path / "tf2" / "policy")
+    result = convert_user_checkpoint(src, dst, bn.tf1_program(),
+                                     bn.tf2_program(make_optimizer=make), BATCH)
+    agent = bn.KerasBatchNormAgent(make_optimizer=make)
+    agent.optimizer.build(agent.model.trainable_variables)
+    tf.train.Checkpoint(model=agent.model, optimizer=agent.optimizer).restore(dst)
+    if kind == "sgd":
+        assert int(agent.optimizer.iterations.numpy()) == result.iterations == 3
+        assert float(agent.optimizer.learning_rate.numpy()) == pytest.approx(
+            bn.LR * 0.5 ** 1.5, rel=1e-6)
+        assert "global_step" not in result.not_converted
+        assert any("optimizer.iterations set to TF1's global_step 3" in n for n in result.notes)
+    else:
+        assert int(agent.optimizer.iterations.numpy()) == 0
+        assert any("starts again from step 0, not TF1's global_step 3" in n
+                   for n in result.notes)

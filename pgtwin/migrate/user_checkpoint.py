@@ -188,6 +188,8 @@ def convert_user_checkpoint(
             build_optimizer(optimizer, _trainable(eager))
             if adam is not None:
                 steps = _load_adam(eager, mapping, adam, optimizer, prefix)
+            else:
+                steps = _continue_schedule(values, optimizer, notes)
         objects = _checkpoint_objects(eager.model, optimizer)
         with staged_prefix(dst, overwrite) as staged:
             writer = tf.train.Checkpoint(**objects)
@@ -202,6 +204,8 @@ def convert_user_checkpoint(
         if legacy is not None:
             legacy.close()
     used = {p.tf1.name for p in everything.pairs} | set(adam.names if adam else ())
+    if adam is None and steps:  # the schedule's step count came from it
+        used |= {n for n, v in values.items() if _is_global_step(n, v)}
     how = "none" if optimizer is None else "adam" if adam is not None else "fresh"
     return UserConversion(dst, everything, how, steps, sorted(set(values) - used), notes, report)
 
@@ -369,6 +373,44 @@ def _tf1_adam(values: Mapping[str, np.ndarray], mapping: VariableMapping,
     return _Adam({n: p for n, p in pairs.items()}, values[b1_name], values[b2_name], used)
 
 
+#: Keras optimizers whose step reads ``iterations`` beyond the schedule (bias correction).
+BIAS_CORRECTED = ("adam", "adamw", "nadam", "adamax")
+
+
+def _continue_schedule(values: Mapping[str, np.ndarray], optimizer: Any,
+                       notes: list[str]) -> int:
+    """Keras ``iterations`` set to TF1's ``global_step`` when the optimizer's learning rate
+    is a schedule and its state starts fresh, so the schedule goes on where TF1's stopped
+    (it would start again from its first rate); the step count set, else 0.
+
+    Not for an Adam-like optimizer: its fresh m and v would be bias-corrected as if
+    ``global_step`` steps had filled them."""
+    step = global_step(values)
+    if not step or not isinstance(optimizer.get_config().get("learning_rate"), Mapping):
+        return 0
+    kind = keras_optimizer(optimizer)[0]
+    if kind in BIAS_CORRECTED:
+        notes.append(f"the learning-rate schedule starts again from step 0, not TF1's "
+                     f"global_step {step}: a fresh {kind}'s bias correction also reads "
+                     "optimizer.iterations; set it yourself once its state has built up")
+        return 0
+    optimizer.iterations.assign(step)
+    notes.append(f"optimizer.iterations set to TF1's global_step {step}, so the "
+                 "learning-rate schedule goes on where TF1's stopped")
+    return step
+
+
+def global_step(values: Mapping[str, np.ndarray]) -> int | None:
+    """TF1's ``global_step`` in a checkpoint's ``values`` (an integer scalar named
+    ``global_step`` or ``.../global_step``), else None."""
+    return next((int(v) for n, v in values.items() if _is_global_step(n, v)), None)
+
+
+def _is_global_step(name: str, value: np.ndarray) -> bool:
+    return ((name == "global_step" or name.endswith("/global_step")) and np.ndim(value) == 0
+            and np.asarray(value).dtype.kind in "iu")
+
+
 def _powers(values: Mapping[str, np.ndarray], names: Sequence[str],
             legacy: TF1Side | None) -> tuple[str, str] | str:
     """The names of the beta powers of the Adam that trained ``names``, or why not.
@@ -481,6 +523,7 @@ def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2
                                       np.asarray(m_slot), 0.0, 0.0, dtype))
             report.add(compare_arrays("variables", f"{p.tf1.name}/Adam_1 -> v", v,
                                       np.asarray(v_slot), 0.0, 0.0, dtype))
+    if optimizer is not None and (adam is not None or steps):
         report.add(compare_arrays("variables", "optimizer.iterations", np.asarray(steps),
                                   np.asarray(optimizer.iterations), 0.0, 0.0, dtype))
     if legacy is not None:
