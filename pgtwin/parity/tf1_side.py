@@ -227,6 +227,8 @@ class TF1Side:
 
     def state_values(self) -> dict[str, np.ndarray]:
         """``{name: value}`` of the state variables now."""
+        if not self.state:
+            return {}
         return dict(zip(self.state, self.session.run(list(self.state.values()))))
 
     def initial_draws(self, draws: int) -> dict[str, np.ndarray]:
