@@ -122,6 +122,7 @@ def _trained_checkpoint(tmp_path, count_steps: bool = False) -> str:
     """The TF1 policy after 3 train steps (its moving statistics moved, and with
     ``count_steps`` its global_step at 3), saved by a Saver."""
     with tf.Graph().as_default():
+        tf.compat.v1.set_random_seed(0)  # op determinism may be on in this process
         policy = bn.BatchNormPolicy(count_steps=count_steps)
         feed = {policy.obs_ph: BATCH["obs"], policy.act_ph: BATCH["actions"],
                 policy.ret_ph: BATCH["returns"]}

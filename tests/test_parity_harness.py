@@ -293,3 +293,25 @@ def test_bad_inputs_and_results_raise_naming_the_value():
         run(weights={**OLD_WEIGHTS, "b": np.array(np.nan)})
     with pytest.raises(ValueError, match="legacy_build returned a dict without a 'loss' key"):
         run(legacy_build=lambda ph: {"pred": legacy_linear(ph)["pred"]})
+
+
+def test_the_weights_atol_is_capped_by_each_steps_size_as_in_pgtwin_compare():
+    # Small weights (~0.01), a loss scaled by 1e-5 and plain SGD at lr 1: a step of about
+    # 3e-5 per weight. The TF2 loss adds 9e-7 * sum(w), so its gradient is 9e-7 larger:
+    # under the gradients rung's float32 atol (1e-6), and 9e-7 on the weights after one
+    # step, about 3 % of the step. A fixed atol of 1e-4 passes that; capped at 1 % of the
+    # step (3e-7, plus rtol 1e-5 x 0.02) it fails.
+    def legacy(ph):
+        out = legacy_linear(ph)
+        return {**out, "loss": 1e-5 * out["loss"]}
+
+    def eager(v, inp):
+        out = eager_linear(v, inp)
+        return {**out, "loss": 1e-5 * out["loss"] + 9e-7 * tf.reduce_sum(v["new/w"])}
+
+    small = {"old_scope/w": np.array([0.005, -0.01, 0.02]), "b": np.array(0.0025)}
+    kw = dict(weights=small, dtype="float32", steps=1, optimizer=("sgd", {"learning_rate": 1.0}))
+    bad = run(eager, legacy, **kw)
+    assert [r.rung for r in bad.rows if not r.ok] == ["weights"], bad.to_table()
+    assert bad.first_failure.item == "old_scope/w"
+    assert run(eager, legacy, atol=1e-4, **kw).ok  # an atol given is used as given

@@ -395,6 +395,13 @@ STUCK_MOVED = ("its TF2 gradient is None (the gradients rung): the TF2 loss does
 """The same, for a variable whose TF2 gradient is None."""
 
 
+def largest_change(*before_after: tuple[np.ndarray, np.ndarray]) -> float:
+    """The largest absolute change of any element over the ``(before, after)`` pairs: a
+    variable's step, the larger of the two sides'."""
+    return max(float(np.max(np.abs(after - before), initial=0.0))
+               for before, after in before_after)
+
+
 def _all_values(side: TF1Side | TF2Side) -> dict[str, np.ndarray]:
     """The side's weights and state by name (the two sets of names do not meet)."""
     return {**side.values(), **side.state_values()}
@@ -412,8 +419,8 @@ def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
     allows for Adam's amplification of float32 noise at a step of ~1e-2; at a learning rate
     of 1e-4 it would pass a step wrong by all of itself (a clipping left out)."""
     item = f"{tf1_name} -> {tf2_name}"
-    step = max(float(np.max(np.abs(after1[tf1_name] - before1[tf1_name]), initial=0.0)),
-               float(np.max(np.abs(after2[tf2_name] - before2[tf2_name]), initial=0.0)))
+    step = largest_change((before1[tf1_name], after1[tf1_name]),
+                          (before2[tf2_name], after2[tf2_name]))
     if step_scaled:
         atol = min(atol, STEP_FRACTION * step)
     row = compare_arrays("weights", item, after1[tf1_name], after2[tf2_name], rtol, atol, where)

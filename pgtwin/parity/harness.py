@@ -43,7 +43,8 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin.parity.code_checks import eager_guard, require_eager
-from pgtwin.parity.code_parity import compare_programs, is_program_pair
+from pgtwin.parity.code_parity import (STEP_FRACTION, compare_programs, is_program_pair,
+                                       largest_change)
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.optimizer_config import (float32_rounding, keras_optimizer, optimizer_rows,
                                             rounded_to_float32, tf1_optimizer)
@@ -252,15 +253,16 @@ def _climb(legacy: _LegacySide, eager_fn: EagerFn, inputs: dict[str, np.ndarray]
     if steps:
         report.rows.extend(_restated_weights_rung(legacy, eager, eager_names, steps,
                                                   optimizer, var_dtype, tol["weights"],
-                                                  ctx, report.ok))
+                                                  ctx, report.ok, step_scaled=atol is None))
     return report
 
 
 def _restated_weights_rung(legacy: _LegacySide, eager: _EagerSide,
                            eager_names: dict[str, str], steps: int, optimizer: Any,
                            dtype: str, tol: tuple[float, float], ctx: str,
-                           ok_so_far: bool) -> list[Row]:
-    """Both optimizers (restated from ``optimizer``) read back, then the weights per step.
+                           ok_so_far: bool, step_scaled: bool = True) -> list[Row]:
+    """Both optimizers (restated from ``optimizer``) read back, then the weights per step
+    (``step_scaled``: the weights' atol capped by each variable's step).
 
     Only a drift that nothing earlier explains (``ok_so_far``) gets the float32-rounding
     hint of a plain TF1 Adam in float64.
@@ -275,7 +277,8 @@ def _restated_weights_rung(legacy: _LegacySide, eager: _EagerSide,
     rounded = dtype == "float64" and rounded_to_float32(tf1_settings[1], keras_settings[1])
     hint = float32_rounding(tf1_settings[0], tf1_settings[1], keras_settings[1]) \
         if ok_so_far and all(r.ok for r in rows) and rounded else ""
-    return rows + _weight_rows(legacy, eager, eager_names, steps, *tol, ctx, hint)
+    return rows + _weight_rows(legacy, eager, eager_names, steps, *tol, ctx, hint,
+                               step_scaled)
 
 
 def assert_parity(*args, **kwargs) -> ParityReport:
@@ -530,17 +533,26 @@ def _variable_rows(legacy: _LegacySide, eager: _EagerSide, eager_names: dict[str
 
 
 def _weight_rows(legacy: _LegacySide, eager: _EagerSide, eager_names: dict[str, str],
-                 steps: int, rtol: float, atol: float, ctx: str, hint: str = "") -> list[Row]:
+                 steps: int, rtol: float, atol: float, ctx: str, hint: str = "",
+                 step_scaled: bool = True) -> list[Row]:
     """Weights after each step; the rows of the first step where they part, else the last.
 
     ``hint`` is added to failing rows as their note (a known cause of drift).
+    ``step_scaled`` (the default tolerances): each variable's ``atol`` is at most
+    :data:`~pgtwin.parity.code_parity.STEP_FRACTION` of its step, as ``pgtwin compare``'s
+    (a fixed 1e-4 would pass a whole step at a learning rate of 1e-4).
     """
     for step in range(1, steps + 1):
+        a0, b0 = legacy.values(), eager.values()
         legacy.step()
         eager.step()
         a, b = legacy.values(), eager.values()
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
-        rows = [compare_arrays("weights", name, a[name], b[eager_names[name]], rtol, atol, where)
+        rows = [compare_arrays("weights", name, a[name], b[eager_names[name]], rtol,
+                               min(atol, STEP_FRACTION * largest_change(
+                                   (a0[name], a[name]),
+                                   (b0[eager_names[name]], b[eager_names[name]])))
+                               if step_scaled else atol, where)
                 for name in legacy.variables]
         if not all(r.ok for r in rows):
             return [r if r.ok or not hint else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
