@@ -25,13 +25,13 @@ import numpy as np
 
 from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
-from pgtwin.parity.layer_hints import (batch_norm_hint, keras_batch_norm_epsilons,
-                                       tf1_batch_norm_epsilons)
+from pgtwin.parity.learning_rates import MOMENTUM_RATE_CHANGE, learning_rate_row
 from pgtwin.parity.loss_hints import ratio_hint, softmax_hint
 from pgtwin.parity.model_state import STATE_CAUSE, STATE_MOVED, split_name_map, state_kept
 from pgtwin.parity.optimizer_config import (drift_hint, float32_rounding, keras_optimizer,
                                             optimizer_rows, rounded_to_float32, tf1_optimizer)
 from pgtwin.parity.optimizer_pairs import optimizer_factories
+from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import gradient_rows, output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.parity.tf1_side import TF1Side
@@ -128,10 +128,10 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     eager_out, eager_grads = eager.run()
     if eager.program.outputs is None:  # every key both sides return
         eager_out = {k: v for k, v in eager_out.items() if k in legacy_out}
-    rows = _with_layer_hints(output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
+    rows = with_layer_hints(output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
                                          sides=("TF1Program", "TF2Program")), legacy, eager)
     rows.append(_loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx))
-    report.rows.extend(_with_randomness(rows, legacy, eager, legacy_out, eager_out))
+    report.rows.extend(with_randomness(rows, legacy, eager, legacy_out, eager_out))
     tf1_grads, tf2_grads = legacy.gradients(), {n: eager_grads[to_tf2[n]] for n in to_tf2}
     report.rows.extend(gradient_rows(tf1_grads, tf2_grads, *tol["gradients"], ctx))
     stuck = {n for n in to_tf2 if tf2_grads[n] is None and tf1_grads[n] is not None}
@@ -140,45 +140,6 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
                                          dtype, *tol["weights"], ctx, step_scaled=atol is None,
                                          stuck=stuck))
     return report
-
-
-def _with_layer_hints(rows: list[Row], legacy: TF1Side, eager: TF2Side) -> list[Row]:
-    """Output rows that part, and say nothing yet, given the layers' settings that differ
-    (:mod:`pgtwin.parity.layer_hints`)."""
-    if all(r.ok or r.note for r in rows):
-        return rows
-    hint = batch_norm_hint(tf1_batch_norm_epsilons(legacy.loss),
-                           keras_batch_norm_epsilons(eager.layers()))
-    return [r if r.ok or r.note or not hint else
-            Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
-
-
-def _with_randomness(rows: list[Row], legacy: TF1Side, eager: TF2Side,
-                     legacy_out: Mapping[str, np.ndarray], eager_out: Mapping[str, np.ndarray]
-                     ) -> list[Row]:
-    """``rows`` (outputs and loss), their failures noted as random where a side's forward
-    pass gives other values when run again on the same inputs and weights (dropout left on:
-    the two sides draw different masks, so no rung can agree)."""
-    if all(r.ok for r in rows):
-        return rows
-    moved = []
-    for side, first, again in (("TF1Program", legacy_out, legacy.run()),
-                               ("TF2Program", eager_out, eager.run()[0])):
-        apart = max((float(np.max(np.abs(np.asarray(first[k], np.float64)
-                                         - np.asarray(again[k], np.float64)), initial=0.0))
-                     for k in first if k in again), default=0.0)
-        if apart > 0:
-            moved.append(f"{side} ({apart:.3g})")
-    if not moved:
-        return rows
-    note = (f"{' and '.join(moved)} gave other values when run again on the same inputs and "
-            "weights: the forward pass is random (dropout on: keep_prob < 1 or "
-            "training=True; or a sampled op), so the two sides cannot agree. Feed the batch "
-            "that turns it off (keep_prob 1.0 / is_training False where dropout is all it "
-            "does), as the comparison needs one computation")
-    return [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
-                               "; ".join(x for x in (note, r.note) if x), r.context)
-            for r in rows]
 
 
 def _weights(weights: Mapping[str, np.ndarray], legacy: TF1Side) -> dict[str, np.ndarray]:
@@ -302,7 +263,7 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     for step in range(1, steps + 1):
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
         if step > 1 and tf1_kind == kind:  # a schedule moves the rates between steps
-            rate_row, rate = _learning_rate_row(legacy, eager, where)
+            rate_row, rate = learning_rate_row(legacy, eager, where)
             if rate_row is not None:
                 return rows + [rate_row]
             if kind == "sgd" and settings.get("momentum") and rate != first_rate:
@@ -322,34 +283,6 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         if not all(r.ok for r in step_rows) or step == steps:
             return rows + step_rows
     return rows
-
-
-MOMENTUM_RATE_CHANGE = (
-    "the learning rate has changed since step 1, and TF1's MomentumOptimizer multiplies its "
-    "whole accumulated momentum by the current rate while Keras' SGD puts each step's rate "
-    "into its velocity: the two agree only while the rate is constant, so they part from "
-    "the first decayed step by design (compare with a constant rate to check the rest)")
-"""The weights rows' note once a schedule has moved a momentum optimizer's learning rate."""
-
-
-def _learning_rate_row(legacy: TF1Side, eager: TF2Side, where: str
-                       ) -> tuple[Row | None, float | None]:
-    """``(a failing row or None, TF1's rate)``: the two learning rates now, before a step
-    after the first (a schedule on ``global_step`` against a Keras schedule on
-    ``iterations``), to the relative 1e-6 the settings rows use."""
-    with state_kept(legacy):
-        _, now = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed,
-                               legacy.variables.values())
-    a = now.get("learning_rate")
-    b = keras_optimizer(eager.optimizer)[1].get("learning_rate")
-    if a is None or b is None or abs(a - b) <= 1e-6 * max(abs(a), abs(b)):
-        return None, a
-    name = type(eager.optimizer).__name__
-    return Row("weights", "optimizer.learning_rate", abs(a - b), abs(a - b) / max(abs(a), abs(b)),
-               False, f"before this step TF1's learning rate is {a:g} and {name}'s {b:g}, "
-               "after the same steps: the schedules differ (compare decay_steps, decay_rate "
-               "and staircase of tf.compat.v1.train.exponential_decay and keras.optimizers."
-               "schedules.ExponentialDecay, or a schedule on one side only)", where), a
 
 
 def _step_setup(legacy: TF1Side, eager: TF2Side, optimizer: Any, dtype: str,

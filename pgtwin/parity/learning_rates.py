@@ -1,0 +1,43 @@
+"""The learning rates, read again before every train step after the first.
+
+A TF1 schedule runs on ``global_step`` (``tf.compat.v1.train.exponential_decay``), a Keras
+one on ``optimizer.iterations``; both read equal before step 1 even when their
+``decay_steps``, ``decay_rate`` or ``staircase`` differ, so the settings rows cannot see it.
+Once a schedule has moved the rate, a momentum optimizer also parts by design:
+TF1's ``MomentumOptimizer`` scales its whole accumulated momentum by the current rate
+(``a <- m a + g; w <- w - lr_t a``), Keras' SGD puts each step's rate into its velocity
+(``v <- m v - lr_t g; w <- w + v``).
+"""
+from __future__ import annotations
+
+from pgtwin.parity.ladder import Row
+from pgtwin.parity.model_state import state_kept
+from pgtwin.parity.optimizer_config import keras_optimizer, tf1_optimizer
+from pgtwin.parity.tf1_side import TF1Side
+from pgtwin.parity.tf2_side import TF2Side
+
+MOMENTUM_RATE_CHANGE = (
+    "the learning rate has changed since step 1, and TF1's MomentumOptimizer multiplies its "
+    "whole accumulated momentum by the current rate while Keras' SGD puts each step's rate "
+    "into its velocity: the two agree only while the rate is constant, so they part from "
+    "the first decayed step by design (compare with a constant rate to check the rest)")
+"""The weights rows' note once a schedule has moved a momentum optimizer's learning rate."""
+
+
+def learning_rate_row(legacy: TF1Side, eager: TF2Side, where: str
+                      ) -> tuple[Row | None, float | None]:
+    """``(a failing row or None, TF1's rate)``: the two learning rates now, before a step
+    after the first, to the relative 1e-6 the settings rows use."""
+    with state_kept(legacy):  # a rate built under the update ops' control runs them
+        _, now = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed,
+                               legacy.variables.values())
+    a = now.get("learning_rate")
+    b = keras_optimizer(eager.optimizer)[1].get("learning_rate")
+    if a is None or b is None or abs(a - b) <= 1e-6 * max(abs(a), abs(b)):
+        return None, a
+    name = type(eager.optimizer).__name__
+    return Row("weights", "optimizer.learning_rate", abs(a - b), abs(a - b) / max(abs(a), abs(b)),
+               False, f"before this step TF1's learning rate is {a:g} and {name}'s {b:g}, "
+               "after the same steps: the schedules differ (compare decay_steps, decay_rate "
+               "and staircase of tf.compat.v1.train.exponential_decay and keras.optimizers."
+               "schedules.ExponentialDecay, or a schedule on one side only)", where), a

@@ -1,0 +1,58 @@
+"""Notes for the outputs and loss rows that part, from what the two forward passes show.
+
+Two causes the values alone cannot name, each checked only when a row has parted:
+
+* a batch-normalisation epsilon that differs (:mod:`pgtwin.parity.layer_hints`);
+* a forward pass that is random: run again on the same inputs and weights it gives other
+  values (dropout left on: each side draws its own masks, so no rung can agree).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from pgtwin.parity.ladder import Row
+from pgtwin.parity.layer_hints import (batch_norm_hint, keras_batch_norm_epsilons,
+                                       tf1_batch_norm_epsilons)
+from pgtwin.parity.tf1_side import TF1Side
+from pgtwin.parity.tf2_side import TF2Side
+
+
+def with_layer_hints(rows: list[Row], legacy: TF1Side, eager: TF2Side) -> list[Row]:
+    """Output rows that part, and say nothing yet, given the layers' settings that differ
+    (:mod:`pgtwin.parity.layer_hints`)."""
+    if all(r.ok or r.note for r in rows):
+        return rows
+    hint = batch_norm_hint(tf1_batch_norm_epsilons(legacy.loss),
+                           keras_batch_norm_epsilons(eager.layers()))
+    return [r if r.ok or r.note or not hint else
+            Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
+
+
+def with_randomness(rows: list[Row], legacy: TF1Side, eager: TF2Side,
+                     legacy_out: Mapping[str, np.ndarray], eager_out: Mapping[str, np.ndarray]
+                     ) -> list[Row]:
+    """``rows`` (outputs and loss), their failures noted as random where a side's forward
+    pass gives other values when run again on the same inputs and weights (dropout left on:
+    the two sides draw different masks, so no rung can agree)."""
+    if all(r.ok for r in rows):
+        return rows
+    moved = []
+    for side, first, again in (("TF1Program", legacy_out, legacy.run()),
+                               ("TF2Program", eager_out, eager.run()[0])):
+        apart = max((float(np.max(np.abs(np.asarray(first[k], np.float64)
+                                         - np.asarray(again[k], np.float64)), initial=0.0))
+                     for k in first if k in again), default=0.0)
+        if apart > 0:
+            moved.append(f"{side} ({apart:.3g})")
+    if not moved:
+        return rows
+    note = (f"{' and '.join(moved)} gave other values when run again on the same inputs and "
+            "weights: the forward pass is random (dropout on: keep_prob < 1 or "
+            "training=True; or a sampled op), so the two sides cannot agree. Feed the batch "
+            "that turns it off (keep_prob 1.0 / is_training False where dropout is all it "
+            "does), as the comparison needs one computation")
+    return [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
+                               "; ".join(x for x in (note, r.note) if x), r.context)
+            for r in rows]
