@@ -77,6 +77,17 @@ class NaNCartPole(CartPoleEnv):
         return obs, reward, terminated, truncated, info
 
 
+def train_to_its_failure(env_id: str, logdir: str) -> int:
+    """``pgtwin train`` on ``env_id`` of this module with the schedule its failures are set
+    for (seed 0, 4 envs x 4 steps an update, a checkpoint after every update): update 1 is
+    checkpointed and the failure comes at rollout step 1 of update 2. The exit code."""
+    from pgtwin.cli import main
+
+    return main(["train", "--env", f"tests.cli_envs:{env_id}", "--seed", "0", "--num-envs",
+                 "4", "--num-steps", "4", "--hidden", "8", "--checkpoint-every", "1",
+                 "--steps", "400", "--logdir", logdir, "--no-progress"])
+
+
 HUGE_REWARD = 1e39  # > float32's max, 3.4e38
 
 

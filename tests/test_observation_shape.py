@@ -13,13 +13,12 @@ import os
 import numpy as np
 import pytest
 
-import tests.cli_envs  # noqa: F401  (registers the test envs)
 from pgtwin_core.envs import make_vec_env
 from pgtwin_core.observation_shape import ObservationShapeError
 from pgtwin_core.rollout import collect
 from pgtwin_core.specs import spec_for_env
 from pgtwin.train import checkpoints
-from pgtwin.cli import main
+from tests.cli_envs import train_to_its_failure  # (importing it registers the test envs)
 
 WHAT = ("observation of shape (5,) from env 2 at rollout step 1 (env-step 24); expected (4,), "
         "the shape of its observation space")
@@ -46,9 +45,7 @@ def test_collect_names_env_step_and_both_shapes(vectorization):
 
 def test_train_reports_it_and_keeps_the_checkpoint(tmp_path, capsys):
     logdir = str(tmp_path / "run")
-    code = main(["train", "--env", "tests.cli_envs:ShapeShiftCartPole-v0", "--seed", "0",
-                 "--num-envs", "4", "--num-steps", "4", "--hidden", "8", "--checkpoint-every",
-                 "1", "--steps", "400", "--logdir", logdir, "--no-progress"])
+    code = train_to_its_failure("ShapeShiftCartPole-v0", logdir)
     err = capsys.readouterr().err
     assert code == 1
     ckpt = checkpoints.checkpoint_path(os.path.join(logdir, "checkpoints"), 1)

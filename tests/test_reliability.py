@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from pgtwin.train import checkpoints
-from pgtwin.cli import main
 from pgtwin.train.episode_log import read_episodes
 from pgtwin.train.run import load_weights
+from tests.cli_envs import train_to_its_failure
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UPDATES = 30
@@ -143,9 +143,7 @@ def test_nan_from_the_env_names_env_and_step_and_keeps_the_checkpoint(tmp_path, 
     # rollout step 1 of update 2, and the env-step counter after it is 4 * 6 = 24; update 1
     # was checkpointed.
     logdir = str(tmp_path / "run")
-    code = main(["train", "--env", f"tests.cli_envs:{env_id}", "--seed", "0", "--num-envs", "4",
-                 "--num-steps", "4", "--hidden", "8", "--checkpoint-every", "1", "--steps", "400",
-                 "--logdir", logdir, "--no-progress"])
+    code = train_to_its_failure(env_id, logdir)
     err = capsys.readouterr().err
     assert code == 1
     ckpt = checkpoints.checkpoint_path(os.path.join(logdir, "checkpoints"), 1)
@@ -160,9 +158,7 @@ def test_an_env_that_raises_names_where_keeps_the_checkpoint_and_shows_its_trace
     # The same schedule as the NaN test above: the sub-env of index 2 raises on its 6th step
     # call, rollout step 1 of update 2; update 1 was checkpointed.
     logdir = str(tmp_path / "run")
-    code = main(["train", "--env", "tests.cli_envs:RaisingCartPole-v0", "--seed", "0",
-                 "--num-envs", "4", "--num-steps", "4", "--hidden", "8", "--checkpoint-every",
-                 "1", "--steps", "400", "--logdir", logdir, "--no-progress"])
+    code = train_to_its_failure("RaisingCartPole-v0", logdir)
     err = capsys.readouterr().err
     assert code == 1
     ckpt = checkpoints.checkpoint_path(os.path.join(logdir, "checkpoints"), 1)
