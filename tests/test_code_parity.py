@@ -147,6 +147,9 @@ def test_a_clipping_left_out_parts_at_a_small_learning_rate():
         part, fraction, step = (float(x) for x in found.groups())
         assert part == pytest.approx(r.max_abs, rel=1e-2)
         assert fraction == pytest.approx(part / step, rel=1e-2) and fraction > 1e-2
+    assert all(r.note.startswith("TF1 clips the gradients by their global norm in its graph "
+                                 "and the Keras optimizer does not clip: set global_clipnorm")
+               for r in bad), bad[0].note
     optimizer = keras.optimizers.Adam(lr, epsilon=1e-8, global_clipnorm=0.05)
     report = compare_programs(up.tf1_clipped_program(lr, 0.05),
                               up.tf2_program(optimizer=optimizer), BATCH, steps=3)
@@ -190,6 +193,23 @@ def test_momentum_under_a_decaying_rate_parts_by_design_and_says_so(decay):
     first = report.first_failure
     assert first.rung == "weights" and "step 3/4" in first.context, report.to_table()
     assert "TF1's MomentumOptimizer multiplies its whole accumulated momentum" in first.note
+
+
+@pytest.mark.parametrize("keras_l2, hint", [
+    (None, "the TF2 loss is TF1's less its regularization loss"),
+    (0.01, "Keras' l2(s) is s * sum(w ** 2): build the Keras regularizer with l2(s / 2)"),
+    (0.005, None),
+])
+def test_a_regularization_loss_left_out_or_doubled_is_named(keras_l2, hint):
+    # TF1: 0.01 * tf.nn.l2_loss(W1) = 0.01 * sum(W1 ** 2) / 2 in the loss. Keras' l2(s) adds
+    # s * sum(W1 ** 2): l2(0.01) is twice TF1's term, l2(0.005) is TF1's, none is missing it.
+    program = dataclasses.replace(up.tf1_program(), build=lambda: up.PolicyGradient(l2=0.01))
+    report = compare_programs(program, up.tf2_program(l2=keras_l2), BATCH, steps=1)
+    if hint is None:
+        assert report.ok, report.to_table()
+        return
+    first = report.first_failure
+    assert (first.rung, first.item) == ("loss", "loss") and hint in first.note, first.note
 
 
 def test_sum_instead_of_mean_is_named_with_the_batch_size():

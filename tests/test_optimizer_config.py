@@ -131,3 +131,30 @@ def test_two_optimizers_on_the_compared_variables_are_mixed():
             sess.run(tf1.global_variables_initializer())
             kind, _ = tf1_optimizer(op, sess)
     assert kind == "mixed: adam, sgd"
+
+
+def test_the_clipping_hint_compares_tf1s_graph_with_the_keras_settings():
+    from pgtwin.parity.optimizer_config import clipping_hint
+
+    global_norm = ("by their global norm", "global_clipnorm")
+    assert clipping_hint(global_norm, {"global_clipnorm": 0.5}) == ""
+    assert clipping_hint(None, {}) == ""
+    assert "has clipnorm: use global_clipnorm" in clipping_hint(global_norm, {"clipnorm": 0.5})
+    assert "does not clip: set global_clipnorm" in clipping_hint(global_norm, {})
+    assert clipping_hint(None, {"clipvalue": 1.0}) == \
+        "the Keras optimizer clips (clipvalue) and TF1's graph does not"
+
+
+def test_tf1_clipping_is_read_from_the_train_ops_graph():
+    from pgtwin.parity.optimizer_config import tf1_clipping
+
+    with tf.Graph().as_default():
+        w = tf.compat.v1.get_variable("w", [3])
+        loss = tf.reduce_sum(w ** 2)
+        opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+        grads, variables = zip(*opt.compute_gradients(loss))
+        plain = opt.apply_gradients(zip(grads, variables))
+        clipped, _ = tf.clip_by_global_norm(grads, 1.0)
+        clipping = opt.apply_gradients(zip(clipped, variables))
+    assert tf1_clipping(plain) is None
+    assert tf1_clipping(clipping) == ("by their global norm", "global_clipnorm")

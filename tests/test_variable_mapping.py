@@ -29,8 +29,11 @@ def test_kinds_come_from_the_last_name_component():
     assert [kind(n) for n in ("W1", "w_pi", "fc_w", "b2", "bias_out", "value_b")] == \
         ["kernel", "kernel", "kernel", "bias", "bias", "bias"]
     # a name that says nothing: the rank decides
-    assert [kind("theta", (4, 2)), kind("log_std", (2,)), kind("scale", ())] == \
+    assert [kind("theta", (4, 2)), kind("log_std", (2,)), kind("temperature", ())] == \
         ["kernel", "bias", "other"]
+    # a normalisation's gamma and beta: kinds of their own, whatever their rank
+    assert [kind("bn/gamma", (8,)), kind("ln/scale", (8,)), kind("BatchNorm/beta", (8,)),
+            kind("ln/offset", (8,))] == ["scale", "scale", "offset", "offset"]
 
 
 def test_freely_named_tf_variables_pair_with_keras_layers_by_order_and_shape():
@@ -96,6 +99,22 @@ def test_scopes_sharing_the_most_words_pair_equal_shapes_of_one_leaf():
     tie = infer_mapping([V("actor/fc1/gamma", (4,))],
                         [V("dense/gamma", (4,)), V("dense_1/gamma", (4,))], ordered=False)
     assert not tie.pairs and "ambiguous" in tie.problems[0].message
+
+
+def test_a_batch_norm_without_gamma_leaves_beta_with_beta_and_says_scale_false():
+    # tf_slim's batch_norm: beta only (scale=False); Keras' BatchNormalization: gamma and
+    # beta. Both are (64,): by kind, beta pairs with beta and gamma is left, with the fix.
+    tf1 = [V("model/fc1/weights", (4, 64)), V("model/fc1/BatchNorm/beta", (64,)),
+           V("model/fc2/weights", (64, 64)), V("model/fc2/BatchNorm/beta", (64,))]
+    tf2 = [V("fc1/kernel", (4, 64)), V("fc1_bn/gamma", (64,)), V("fc1_bn/beta", (64,)),
+           V("fc2/kernel", (64, 64)), V("fc2_bn/gamma", (64,)), V("fc2_bn/beta", (64,))]
+    mapping = infer_mapping(tf1, tf2)
+    assert [(a, b) for a, b, _ in pairs(mapping)] == [
+        ("model/fc1/weights", "fc1/kernel"), ("model/fc1/BatchNorm/beta", "fc1_bn/beta"),
+        ("model/fc2/weights", "fc2/kernel"), ("model/fc2/BatchNorm/beta", "fc2_bn/beta")]
+    assert [p.variable.name for p in mapping.problems] == ["fc1_bn/gamma", "fc2_bn/gamma"]
+    assert all("build the Keras normalisation with scale=False" in p.message
+               for p in mapping.problems)
 
 
 def test_name_map_overrides_the_inference_and_its_mistakes_are_named():

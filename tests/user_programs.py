@@ -26,14 +26,15 @@ OBS, HIDDEN, ACTIONS, LR = 4, 16, 3, 0.01
 class PolicyGradient:
     """Old TF1 code: everything is built, and a Session opened, in ``__init__``."""
 
-    def __init__(self, dtype=tf.float32, lr=LR, optimizer=None, clip_norm=None):
+    def __init__(self, dtype=tf.float32, lr=LR, optimizer=None, clip_norm=None, l2=None):
         self.obs_ph = tf1.placeholder(dtype, [None, OBS], name="obs")
         self.act_ph = tf1.placeholder(tf.int32, [None], name="actions")
         self.ret_ph = tf1.placeholder(dtype, [None], name="returns")
         self.global_step = tf1.Variable(0, name="global_step", trainable=False)
         with tf1.variable_scope("policy"):
             w1 = tf1.get_variable("fc1/weights", [OBS, HIDDEN], dtype,
-                                  tf1.glorot_uniform_initializer())
+                                  tf1.glorot_uniform_initializer(),
+                                  regularizer=(lambda w: l2 * tf.nn.l2_loss(w)) if l2 else None)
             b1 = tf1.get_variable("fc1/biases", [HIDDEN], dtype, tf1.zeros_initializer())
             w2 = tf1.get_variable("out/weights", [HIDDEN, ACTIONS], dtype,
                                   tf1.glorot_uniform_initializer())
@@ -45,6 +46,8 @@ class PolicyGradient:
         neglogp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=self.act_ph,
                                                                  logits=self.logits)
         loss = tf.reduce_mean(neglogp * self.ret_ph)
+        if l2:  # old code's regularized loss
+            loss += tf1.losses.get_regularization_loss()
         self.loss = loss
         self.value_loss = tf.reduce_mean(tf.square(tf.squeeze(self.obs_ph @ wv, 1) - self.ret_ph))
         step = tf1.train.get_global_step()
@@ -64,9 +67,10 @@ class KerasAgent:
 
     def __init__(self, dtype="float32", epsilon=1e-8, reduce=tf.reduce_mean, from_logits=True,
                  kernel_initializer="glorot_uniform", last_activation=None, out_bias=True,
-                 optimizer=None, train_last_layer_only=False, rmsprop_start=None):
+                 optimizer=None, train_last_layer_only=False, rmsprop_start=None, l2=None):
         self.model = keras.Sequential([
             keras.layers.Dense(HIDDEN, activation="tanh", kernel_initializer=kernel_initializer,
+                               kernel_regularizer=keras.regularizers.l2(l2) if l2 else None,
                                dtype=dtype),
             keras.layers.Dense(ACTIONS, activation=last_activation, use_bias=out_bias,
                                dtype=dtype)])
@@ -85,7 +89,8 @@ class KerasAgent:
 
     def compute_loss(self, obs, actions, returns):
         logits = self.model(obs)
-        return {"loss": self.reduce(self.ce(actions, logits) * returns), "logits": logits}
+        loss = self.reduce(self.ce(actions, logits) * returns) + sum(self.model.losses)
+        return {"loss": loss, "logits": logits}
 
     def train_step(self, obs, actions, returns):
         with tf.GradientTape() as tape:

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 import tensorflow as tf
 
+from pgtwin_core.errors import raised_at
 from pgtwin.parity.tf_patches import replaced
 
 tf1 = tf.compat.v1
@@ -36,6 +37,25 @@ class LegacyCodeError(RuntimeError):
 
 class EagerSwitchedOffError(LegacyCodeError):
     """The user's code switched eager execution off for the process."""
+
+
+class ProgramBuildError(ValueError):
+    """The user's ``build`` (or first loss call) raised: the message names which, the file
+    and line of their code, and the exception; that exception is the ``__cause__``."""
+
+
+def program_failed(err: BaseException, what: str) -> ProgramBuildError:
+    """The :class:`ProgramBuildError` for ``err`` raised by the user's ``what``
+    (``"TF1Program.build"``), naming where; a ``dtype`` passed on through ``**kwargs`` to
+    code that does not take it (pgtwin gives a factory with ``**kwargs`` a ``dtype=``) is
+    named as such."""
+    where = raised_at(err)
+    text = (f"{what} raised {type(err).__name__}" + (f" in {where}" if where else "")
+            + f": {err}")
+    if isinstance(err, TypeError) and "unexpected keyword argument 'dtype'" in str(err):
+        text += (" (the factory took **kwargs, so it was called with dtype=...: make it take "
+                 "dtype itself and pass it where it belongs, or drop **kwargs)")
+    return ProgramBuildError(text)
 
 
 def _caller() -> str:

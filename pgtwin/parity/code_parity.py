@@ -26,14 +26,16 @@ import numpy as np
 from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.learning_rates import MOMENTUM_RATE_CHANGE, learning_rate_row
-from pgtwin.parity.loss_hints import ratio_hint, softmax_hint
+from pgtwin.parity.loss_hints import ratio_hint, regularization_hint, softmax_hint
 from pgtwin.parity.model_state import STATE_CAUSE, STATE_MOVED, split_name_map, state_kept
-from pgtwin.parity.optimizer_config import (drift_hint, float32_rounding, keras_optimizer,
-                                            optimizer_rows, rounded_to_float32, tf1_optimizer)
+from pgtwin.parity.optimizer_config import (clipping_hint, drift_hint, float32_rounding,
+                                            keras_optimizer, optimizer_rows, rounded_to_float32,
+                                            tf1_clipping, tf1_optimizer)
 from pgtwin.parity.optimizer_pairs import optimizer_factories
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import gradient_rows, output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
+from pgtwin.parity.state_notes import bessel_note, momentum_note
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 from pgtwin.parity.variable_mapping import VariableMapping, infer_mapping
@@ -216,8 +218,9 @@ def _loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, n
     a, b = float(a), float(b)
     sizes = [s for x in fed.values() for s in np.shape(x)[:2]]
     sizes += [int(np.prod(np.shape(x)[:2])) for x in fed.values() if np.ndim(x) >= 2]
-    hint = ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10) or softmax_hint(
-        legacy, b, max(rtol, 1e-6) * 10)
+    hint = (ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10)
+            or regularization_hint(legacy, a, b)
+            or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a))
     return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
                hint or f"TF1 loss {a:.6g}, TF2 loss {b:.6g}", ctx)
 
@@ -249,7 +252,9 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         kind, settings = keras_optimizer(eager.optimizer)
         rows.extend(optimizer_rows(tf1_kind, tf1_settings, kind, settings,
                                    ("its train_op", type(eager.optimizer).__name__), ctx))
-        cause = drift_hint(tf1_kind, eager.optimizer) if tf1_kind == kind else ""
+        cause = "; ".join(x for x in (
+            drift_hint(tf1_kind, eager.optimizer) if tf1_kind == kind else "",
+            clipping_hint(tf1_clipping(legacy.train_op), settings)) if x)
         if dtype == "float64" and rounded_to_float32(tf1_settings, settings):
             rtol, atol = tolerances("float32")["weights"]
             hint = "compared at float32 tolerance: " + float32_rounding(tf1_kind, tf1_settings,
@@ -278,7 +283,10 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                                  STUCK_MOVED if p.tf1.name in stuck else WEIGHT_MOVED)
                      for p in mapping.pairs]
         step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
-                                  rtol, atol, where, "", STATE_CAUSE, step_scaled, STATE_MOVED)
+                                  rtol, atol, where, "",
+                                  _state_cause(p.tf1.name, p.tf2.name, before1, after1,
+                                               before2, after2, eager.momentum_of(p.tf2.name)),
+                                  step_scaled, STATE_MOVED)
                       for p in state.pairs]
         if not all(r.ok for r in step_rows) or step == steps:
             return rows + step_rows
@@ -333,6 +341,20 @@ def largest_change(*before_after: tuple[np.ndarray, np.ndarray]) -> float:
     variable's step, the larger of the two sides'."""
     return max(float(np.max(np.abs(after - before), initial=0.0))
                for before, after in before_after)
+
+
+def _state_cause(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
+                 momentum: float | None) -> str:
+    """The note for a state pair that parts where both sides moved it: what the two updates
+    say (:mod:`pgtwin.parity.state_notes`) when the Keras layer's ``momentum`` is known,
+    else the general :data:`STATE_CAUSE`."""
+    if momentum is None:
+        return STATE_CAUSE
+    before = np.asarray(before1[tf1_name], np.float64)
+    d1 = np.asarray(after1[tf1_name], np.float64) - before
+    d2 = np.asarray(after2[tf2_name], np.float64) - np.asarray(before2[tf2_name], np.float64)
+    note = bessel_note(before, d1, d2, momentum) if "variance" in tf2_name else ""
+    return note or momentum_note(d1, d2, momentum) or STATE_CAUSE
 
 
 def _all_values(side: TF1Side | TF2Side) -> dict[str, np.ndarray]:

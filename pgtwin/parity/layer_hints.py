@@ -17,12 +17,20 @@ import tensorflow as tf
 from pgtwin.parity.graph_walk import upstream_ops
 
 _ADDS = {"Add", "AddV2"}
+_FUNCTION_ATTRS = ("then_branch", "else_branch", "body", "cond", "f")
+"""The attributes by which functional ops (If, While, PartitionedCall) name functions."""
 
 
 def tf1_batch_norm_epsilons(root: Any) -> set[float]:
-    """The batch-norm epsilons in the TF1 graph ``root`` (a tensor or op) depends on."""
+    """The batch-norm epsilons in the TF1 graph ``root`` (a tensor or op) depends on, the
+    bodies of its functional ops included (a ``tf.cond`` on an ``is_training`` placeholder
+    is an ``If`` op whose branches hold the layer's ops)."""
+    return _epsilons(list(upstream_ops(root, control=False)), root.graph, set())
+
+
+def _epsilons(ops: list[tf.Operation], graph: tf.Graph, seen: set[str]) -> set[float]:
     found = set()
-    for op in upstream_ops(root, control=False):
+    for op in ops:
         if op.type.startswith("FusedBatchNorm"):
             found.add(float(op.get_attr("epsilon")))
         elif op.type == "Rsqrt" and op.inputs[0].op.type in _ADDS:
@@ -30,7 +38,26 @@ def tf1_batch_norm_epsilons(root: Any) -> set[float]:
                 value = tf.get_static_value(t) if t.shape.rank == 0 else None
                 if value is not None:
                     found.add(float(value))
+        for body in _bodies(op, graph, seen):
+            found |= _epsilons(body.get_operations(), graph, seen)
     return found
+
+
+def _bodies(op: tf.Operation, graph: tf.Graph, seen: set[str]) -> list[tf.Graph]:
+    """The graphs of the functions ``op`` calls (``If`` branches, ``While`` bodies,
+    ``PartitionedCall`` targets), each once."""
+    out = []
+    for attr in _FUNCTION_ATTRS:
+        try:
+            name = op.get_attr(attr).name
+        except (ValueError, AttributeError):
+            continue
+        function = graph._get_function(name)  # noqa: SLF001  (the graph's own library)
+        body = getattr(function, "graph", None)
+        if name not in seen and body is not None:
+            seen.add(name)
+            out.append(body)
+    return out
 
 
 def keras_batch_norm_epsilons(layers: list[Any]) -> set[float]:

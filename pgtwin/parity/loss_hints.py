@@ -82,12 +82,15 @@ _FIXES = {
 }
 
 
-def softmax_hint(tf1: TF1Side, tf2_loss: float, rtol: float) -> str:
+def softmax_hint(tf1: TF1Side, tf2_loss: float, rtol: float, tf1_loss: float) -> str:
     """The double-softmax or ``from_logits`` hint, when re-running TF1 that way gives TF2.
 
     Each softmax-family op is tried alone, then all of those on the same logits together
     (a model whose last layer became a softmax feeds probabilities to every one of them:
-    the crossentropy and an entropy bonus alike).
+    the crossentropy and an entropy bonus alike). A re-run must land on TF2's loss to
+    ``rtol`` *and* explain the gap (within 1 % of ``tf1_loss - tf2_loss``): in a loss that
+    other terms dominate (an actor-critic's value loss) any change to the policy term is
+    within ``rtol`` of the total.
     """
     ops = _softmax_ops(tf1)
     groups: dict[tf.Tensor, list[tf.Operation]] = {}
@@ -107,7 +110,8 @@ def softmax_hint(tf1: TF1Side, tf2_loss: float, rtol: float) -> str:
                 value = float(tf1.session.run(tf1.loss, {**tf1.feed, **feed}))
             except (tf.errors.OpError, ValueError):
                 continue
-            if _close(value, tf2_loss, rtol):
+            if _close(value, tf2_loss, rtol) and \
+                    abs(value - tf2_loss) <= 0.01 * abs(tf1_loss - tf2_loss):
                 return _FIXES[mistake.split(" (")[0]]
     return ""
 
@@ -139,3 +143,29 @@ def _softmax_ops(tf1: TF1Side) -> list[tf.Operation]:
 
 def _is_softmax(op: tf.Operation) -> bool:
     return op.type in _SOFTMAX_OPS
+
+
+def regularization_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float) -> str:
+    """The note when the two losses part by TF1's regularization loss (the
+    ``REGULARIZATION_LOSSES`` collection: ``kernel_regularizer``, ``tf_slim``'s
+    ``weights_regularizer``): left out of the TF2 loss, or counted twice. TF1's
+    ``l2_regularizer(s)`` is ``s * sum(w ** 2) / 2`` (``tf.nn.l2_loss``); Keras'
+    ``regularizers.l2(s)`` is ``s * sum(w ** 2)``, so the same ``s`` doubles it."""
+    with tf1.graph.as_default():
+        terms = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
+        if not terms:
+            return ""
+        total = tf.math.add_n(terms) if len(terms) > 1 else terms[0]
+    r = float(tf1.session.run(total, tf1.feed))
+    gap = tf2_loss - tf1_loss
+    if r == 0.0:
+        return ""
+    if abs(gap + r) <= 1e-3 * abs(r):
+        return (f"the TF2 loss is TF1's less its regularization loss ({r:.6g}, "
+                "tf.losses.get_regularization_loss()): add the model's losses (sum(model."
+                "losses)) to the TF2 loss")
+    if abs(gap - r) <= 1e-3 * abs(r):
+        return (f"the TF2 loss is TF1's plus its regularization loss once more ({r:.6g}): "
+                "TF1's l2_regularizer(s) is s * sum(w ** 2) / 2 and Keras' l2(s) is "
+                "s * sum(w ** 2): build the Keras regularizer with l2(s / 2)")
+    return ""

@@ -148,7 +148,8 @@ def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind:
                 note += " (Keras Adam defaults to epsilon=1e-7, TF1's AdamOptimizer to 1e-8: " \
                         "write epsilon=1e-8)"
             if informational:
-                note += " (clipping: compared through the weights)"
+                note = (f"{keras_name} {key}={b:g}; TF1's clipping, if any, is in its graph, "
+                        "which this row does not read (compared through the weights)")
         rows.append(Row("weights", f"optimizer.{key}", diff, rel, ok, note, context))
     return rows
 
@@ -207,3 +208,39 @@ def _rounded_keys(tf1_settings: Mapping[str, float],
     """The settings whose TF1 value is the float32 rounding of the Keras one (not equal)."""
     return [k for k, a in tf1_settings.items() if k in keras_settings
             and a != keras_settings[k] and a == float(np.float32(keras_settings[k]))]
+
+
+_TF1_CLIPS = (("clip_by_global_norm", "by their global norm", "global_clipnorm"),
+              ("clip_by_norm", "each by its own norm", "clipnorm"),
+              ("clip_by_value", "by value", "clipvalue"))
+"""TF1's clipping ops by name scope: what they clip, and the Keras setting that does the same."""
+
+
+def tf1_clipping(train_op: Any) -> tuple[str, str] | None:
+    """``(what TF1 clips, the Keras setting for it)`` when a clipping op's name scope is
+    upstream of ``train_op`` (``tf.clip_by_global_norm`` between ``compute_gradients`` and
+    ``apply_gradients``), else None."""
+    start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
+    names = [op.name for op in upstream_ops(start)]
+    for scope, what, setting in _TF1_CLIPS:
+        if any(f"{scope}/" in name or name.startswith(scope) for name in names):
+            return what, setting
+    return None
+
+
+def clipping_hint(tf1_clip: tuple[str, str] | None, keras_settings: Mapping[str, float]) -> str:
+    """The weights rows' note when the two sides clip differently, else ''."""
+    keras = {k: v for k, v in keras_settings.items()
+             if k in ("clipnorm", "global_clipnorm", "clipvalue") and v}
+    if tf1_clip is None:
+        return (f"the Keras optimizer clips ({', '.join(keras)}) and TF1's graph does not"
+                if keras else "")
+    what, setting = tf1_clip
+    if setting in keras:
+        return ""
+    if keras:
+        return (f"TF1 clips the gradients {what} in its graph and the Keras optimizer has "
+                f"{', '.join(keras)}: use {setting} (clipnorm clips each gradient by its "
+                "own norm, global_clipnorm all of them together, as tf.clip_by_global_norm)")
+    return (f"TF1 clips the gradients {what} in its graph and the Keras optimizer does not "
+            f"clip: set {setting} (or clip in the train step)")

@@ -19,11 +19,11 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_build_error,
-                                       require_eager)
+                                       program_failed, require_eager)
 from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.model_state import state_kept, tf1_state_variables, variable_ops
 from pgtwin.parity.programs import TF1Program, resolve
-from pgtwin.parity.tf_patches import replaced
+from pgtwin.parity.tf_patches import replaced, slim_names
 from pgtwin.parity.variable_mapping import VariableInfo
 
 tf1 = tf.compat.v1
@@ -329,21 +329,22 @@ def build_in_graph(program: TF1Program, what: str) -> tuple[Any, tf.Graph]:
     With TF1 variable semantics, switch-offs of eager execution refused, and a graph seed
     the user's own ``tf.set_random_seed`` overrides (unseeded random ops are refused where
     op determinism is on, as after ``pgtwin train --deterministic`` in the same process).
-    Errors old code meets on TF 2.x come back explained (:func:`explain_build_error`).
+    Errors old code meets on TF 2.x come back explained (:func:`explain_build_error`), the
+    names tf_slim 1.1 reads from TensorFlow internals are there (:func:`slim_names`), and
+    anything else the user's code raises is named with its line (``ProgramBuildError``).
     """
     require_eager(f"{what}.build")
     graph = tf.Graph()
     try:
-        with graph.as_default(), tf1_variables(program.ref_variables), eager_guard():
+        with graph.as_default(), tf1_variables(program.ref_variables), eager_guard(), \
+                slim_names():
             tf1.set_random_seed(GRAPH_SEED)
             obj = program.build()
     except LegacyCodeError:
         raise
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001  (the user's code: explained or named, not hidden)
         explained = explain_build_error(err, f"{what}.build")
-        if explained is not None:
-            raise explained from err
-        raise
+        raise (explained or program_failed(err, f"{what}.build")) from err
     require_eager(f"{what}.build")
     return obj, graph
 

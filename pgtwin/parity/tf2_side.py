@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pgtwin.parity.code_checks import eager_guard, require_eager
+from pgtwin.parity.code_checks import (LegacyCodeError, ProgramBuildError, eager_guard,
+                                       program_failed, require_eager)
 from pgtwin.parity.model_state import state_kept, tf2_state_variables
 from pgtwin.parity.programs import TF2Program, resolve
 from pgtwin.parity.variable_mapping import VariableInfo
@@ -105,7 +106,7 @@ class TF2Side:
         self.program, self.what = program, what
         require_eager(f"{what}.build")
         with eager_guard():
-            self.obj = program.build()
+            self.obj = _users(program.build, f"{what}.build")
         require_eager(f"{what}.build")
         self.model = self.obj if program.model is None else resolve(self.obj, program.model,
                                                                     f"{what}.model")
@@ -114,7 +115,8 @@ class TF2Side:
         built = tf2_state_variables(self.model, self.obj)  # a model built in build()
         self.state = dict(zip(_variable_names(built), built))
         with state_kept(self), tf.GradientTape() as tape:
-            loss_results(program.loss(self.obj, dict(self.inputs)), f"{what}.loss")
+            loss_results(_users(lambda: program.loss(self.obj, dict(self.inputs)),
+                                f"{what}.loss"), f"{what}.loss")
         watched = [v for v in tape.watched_variables() if v.trainable]
         if not watched:
             raise ValueError(f"{what}.loss read no trainable variable: it must compute the "
@@ -170,6 +172,18 @@ class TF2Side:
             self.variables[name].assign(np.asarray(value).astype(
                 self.variables[name].dtype.as_numpy_dtype))
 
+    def momentum_of(self, name: str) -> float | None:
+        """The ``momentum`` of the Keras layer whose moving statistic is state ``name``
+        (a ``BatchNormalization``), or None."""
+        target = underlying(self.state[name])
+        for layer in self.layers():
+            momentum = getattr(layer, "momentum", None)
+            for attr in ("moving_mean", "moving_variance"):
+                v = getattr(layer, attr, None)
+                if momentum is not None and v is not None and underlying(v) is target:
+                    return float(momentum)
+        return None
+
     def layers(self) -> list[Any]:
         """Every Keras layer of the model and of the object around it."""
         return list({id(x): x for x in [*_layers(self.model), *_layers(self.obj)]}.values())
@@ -223,6 +237,18 @@ class TF2Side:
         self.optimizer = optimizer
         self.program = TF2Program(build=self.program.build, loss=self.program.loss,
                                   outputs=self.program.outputs)
+
+
+def _users(call: Any, what: str) -> Any:
+    """``call()``, the user's code: what it raises comes back as
+    :class:`~pgtwin.parity.code_checks.ProgramBuildError` naming ``what`` and the line (the
+    harness's own refusals, raised before, pass as they are)."""
+    try:
+        return call()
+    except (LegacyCodeError, ProgramBuildError):
+        raise
+    except Exception as err:  # noqa: BLE001  (the user's code: named, not hidden)
+        raise program_failed(err, what) from err
 
 
 def _optimizer_variables(optimizer: Any) -> list[Any]:

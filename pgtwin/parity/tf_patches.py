@@ -58,3 +58,30 @@ def _holders(name: str, original: object, parent: object) -> list[object]:
     if parent not in out:
         out.append(parent)
     return out
+
+
+#: Names TensorFlow 2.x moved that tf_slim 1.1 still reads while building a graph
+#: (``slim.batch_norm``): ``(module, attribute, what to put there)``, each only where absent.
+_SLIM_NAMES = (("tensorflow.python.framework.ops", "Tensor", lambda: tf.Tensor),
+               ("tensorflow.python.ops.control_flow_ops", "cond", lambda: tf.cond))
+
+
+@contextlib.contextmanager
+def slim_names() -> Iterator[None]:
+    """Within the block, the TensorFlow module attributes tf_slim reads and TensorFlow 2.21
+    no longer has (``ops.Tensor``, ``control_flow_ops.cond``) point at their public
+    successors; removed again on exit. Old code's ``slim.batch_norm`` then builds as it
+    did on TensorFlow 1.x instead of raising ``AttributeError`` inside tf_slim."""
+    import importlib
+
+    added = []
+    for module_name, attr, value in _SLIM_NAMES:
+        module = importlib.import_module(module_name)
+        if not hasattr(module, attr):
+            setattr(module, attr, value())
+            added.append((module, attr))
+    try:
+        yield
+    finally:
+        for module, attr in added:
+            delattr(module, attr)

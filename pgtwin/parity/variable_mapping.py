@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 _KERNEL = {"w", "weights", "weight", "kernel", "matrix"}
 _BIAS = {"b", "bias", "biases"}
+_SCALE = {"gamma", "scale"}  # batch or layer normalisation's trained scale
+_OFFSET = {"beta", "offset"}  # ... and its trained offset
 
 
 @dataclass(frozen=True)
@@ -103,17 +105,23 @@ class MappingError(ValueError):
 
 
 def name_kind(name: str) -> str:
-    """``"kernel"``, ``"bias"`` or ``"other"``, from the last component of ``name``.
+    """``"kernel"``, ``"bias"``, ``"scale"``, ``"offset"`` or ``"other"``, from the last
+    component of ``name``.
 
     Besides the exact words, the short names hand-written code uses count: ``W1``,
-    ``w_pi``, ``fc_w``, ``b2``, ``bias_out``, ``value_b``.
+    ``w_pi``, ``fc_w``, ``b2``, ``bias_out``, ``value_b``. A normalisation's ``gamma`` and
+    ``beta`` are kinds of their own: both are vectors of the layer's width, and a layer
+    built without one (``tf_slim``'s ``batch_norm`` has ``scale=False``) must leave the
+    other paired with its namesake, not with it.
     """
     leaf = name.rsplit("/", 1)[-1].split(":")[0].lower()
     parts = [p for p in re.split(r"[_\-.]", re.sub(r"\d+$", "", leaf)) if p] or [leaf]
-    if leaf in _KERNEL or parts[0] in _KERNEL or parts[-1] in _KERNEL:
-        return "kernel"
-    if leaf in _BIAS or parts[0] in _BIAS or parts[-1] in _BIAS:
-        return "bias"
+    for kind_name, words in (("kernel", _KERNEL), ("bias", _BIAS)):
+        if leaf in words or parts[0] in words or parts[-1] in words:
+            return kind_name
+    for kind_name, words in (("scale", _SCALE), ("offset", _OFFSET)):
+        if leaf in words:
+            return kind_name
     return "other"
 
 
@@ -320,11 +328,23 @@ def _why_unpaired(a: VariableInfo, rest1: Sequence[VariableInfo],
     return f"no TF2 variable of shape {a.shape} is left (unpaired TF2: {_describe(rest2)})"
 
 
+_ONE_SIDE_FIX = {
+    "bias": ("bias", "build the Keras layer with use_bias=False (or give the TF1 layer a "
+                     "bias)"),
+    "scale": ("scale (gamma)", "build the Keras normalisation with scale=False (tf_slim's "
+                               "batch_norm has none by default: scale=False)"),
+    "offset": ("offset (beta)", "build the Keras normalisation with center=False"),
+}
+"""Per kind a layer may lack: what to call it, and the Keras setting that leaves it out."""
+
+
 def _bias_hint(v: VariableInfo, other_side_left: Sequence[VariableInfo]) -> str:
-    """The fix for a bias that only one side has (``use_bias``), else ''."""
-    if name_kind(v.name) != "bias" or any(kind(o.name, o.shape) == "bias" and o.shape == v.shape
-                                          for o in other_side_left):
+    """The fix for a bias, or a normalisation's scale or offset, that only one side has
+    (``use_bias``, ``scale``, ``center``), else ''."""
+    k = name_kind(v.name)
+    if k not in _ONE_SIDE_FIX or any(kind(o.name, o.shape) == k and o.shape == v.shape
+                                     for o in other_side_left):
         return ""
-    return (f". The other side has no bias of shape {v.shape}: if that layer has none, "
-            "build the Keras layer with use_bias=False (or give the TF1 layer a bias); "
-            "nothing is invented for a variable that does not exist")
+    what, fix = _ONE_SIDE_FIX[k]
+    return (f". The other side has no {what} of shape {v.shape}: if that layer has none, "
+            f"{fix}; nothing is invented for a variable that does not exist")

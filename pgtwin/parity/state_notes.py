@@ -1,0 +1,51 @@
+"""Why a state pair (moving statistics) parts, read from the two sides' updates.
+
+At the first step where they part, both sides moved the same statistic from (nearly) the
+same value with the same batch, so the updates themselves say what differs:
+
+* ``m <- momentum m + (1 - momentum) batch``: the ratio of the two updates is
+  ``(1 - momentum_TF1) / (1 - momentum_Keras)``, which gives TF1's momentum from the Keras
+  layer's;
+* TF1's fused batch norm moves the variance with the unbiased batch variance
+  (``n / (n - 1)`` times the biased one) and Keras 3 with the biased one. Then
+  ``d1 - d2 = (d2 + (1 - momentum) before) / (n - 1)``, so ``n`` comes out of the updates;
+  a whole ``n`` (the batch's rows) says it is Bessel's correction, which no setting
+  removes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_TINY = 1e-12
+
+
+def momentum_note(d1: np.ndarray, d2: np.ndarray, keras_momentum: float) -> str:
+    """The note when the two updates ``d1`` (TF1) and ``d2`` (Keras) are those of different
+    momentums, else ''."""
+    moved = np.abs(d2) > _TINY
+    if not moved.any():
+        return ""
+    ratio = float(np.median(d1[moved] / d2[moved]))
+    tf1_momentum = 1.0 - ratio * (1.0 - keras_momentum)
+    if abs(tf1_momentum - keras_momentum) <= 1e-4 or not 0.0 <= tf1_momentum < 1.0:
+        return ""
+    return (f"TF1's update is that of momentum {tf1_momentum:.4g} (its decay), the Keras "
+            f"layer's momentum is {keras_momentum:g}: build it with momentum="
+            f"{tf1_momentum:.4g}")
+
+
+def bessel_note(before: np.ndarray, d1: np.ndarray, d2: np.ndarray,
+                keras_momentum: float) -> str:
+    """The note when a moving variance's two updates differ by Bessel's correction over a
+    whole number of rows, else ''."""
+    apart = np.abs(d1 - d2) > _TINY
+    if not apart.any():
+        return ""
+    rows = 1.0 + (d2[apart] + (1.0 - keras_momentum) * before[apart]) / (d1 - d2)[apart]
+    n = float(np.median(rows))
+    if n < 2 or abs(n - round(n)) > 0.01 * n or np.ptp(rows) > 0.01 * n:
+        return ""
+    return (f"TF1's fused batch norm moves the variance with the unbiased batch variance "
+            f"(n / (n - 1), here n = {round(n)} rows) and Keras with the biased one, so the "
+            "moving variance parts by (1 - momentum) var / (n - 1) a step whatever the "
+            "settings: not a migration mistake, but the inference outputs differ by it")
