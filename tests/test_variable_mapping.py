@@ -117,6 +117,18 @@ def test_a_batch_norm_without_gamma_leaves_beta_with_beta_and_says_scale_false()
                for p in mapping.problems)
 
 
+def test_a_tf1_lstm_cells_one_kernel_is_explained_against_keras_two():
+    # BasicLSTMCell over 3 inputs with 8 units: kernel [3 + 8, 32]; Keras' LSTM: kernel
+    # [3, 32] and recurrent_kernel [8, 32]. Both have a bias of 32.
+    tf1 = [V("rnn/basic_lstm_cell/kernel", (11, 32)), V("rnn/basic_lstm_cell/bias", (32,))]
+    tf2 = [V("lstm/lstm_cell/kernel", (3, 32)), V("lstm/lstm_cell/recurrent_kernel", (8, 32)),
+           V("lstm/lstm_cell/bias", (32,))]
+    problem = next(p for p in infer_mapping(tf1, tf2).problems if p.side == "TF1")
+    assert problem.variable.name == "rnn/basic_lstm_cell/kernel"
+    assert "its first 3 rows act on the inputs, its last 8 on the state" in problem.message
+    assert "TF1 i, j, f, o; Keras i, f, c, o" in problem.message
+
+
 def test_name_map_overrides_the_inference_and_its_mistakes_are_named():
     mapping = infer_mapping(TF1[:2], KERAS[:2], {"actor/fc1/W": "sequential/dense/kernel"})
     assert pairs(mapping)[0] == ("actor/fc1/W", "sequential/dense/kernel", "name_map")

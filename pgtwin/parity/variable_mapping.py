@@ -300,7 +300,7 @@ def _unpaired(state: _Pairing, skip: set[str]) -> list[MappingProblem]:
     problems = []
     for a in rest1:
         problems.append(MappingProblem("TF1", a, _why_unpaired(a, rest1, rest2)
-                                       + _bias_hint(a, rest2)))
+                                       + _bias_hint(a, rest2) + _fused_cell_hint(a, rest2)))
     unpaired1 = [a for a in state.tf1 if a.name not in state.paired]
     for c in rest2:
         same = [a for a in unpaired1 if a.shape == c.shape]
@@ -308,6 +308,26 @@ def _unpaired(state: _Pairing, skip: set[str]) -> list[MappingProblem]:
                if not same else f"ambiguous or of another kind: TF1 {_describe(same)}")
         problems.append(MappingProblem("TF2", c, msg + _bias_hint(c, unpaired1)))
     return problems
+
+
+def _fused_cell_hint(a: VariableInfo, rest2: Sequence[VariableInfo]) -> str:
+    """The note for a TF1 recurrent cell's one kernel ``[inputs + units, 4 units]``
+    (``LSTMCell``, ``BasicLSTMCell``) when the TF2 side has Keras' two, ``kernel [inputs,
+    4 units]`` and ``recurrent_kernel [units, 4 units]``; else ''."""
+    if len(a.shape) != 2 or a.shape[1] % 4:
+        return ""
+    units = a.shape[1] // 4
+    shapes = {c.shape for c in rest2}
+    if (a.shape[0] - units, a.shape[1]) not in shapes or (units, a.shape[1]) not in shapes:
+        return ""
+    return (f". It is a TF1 LSTM cell's one kernel: its first {a.shape[0] - units} rows act "
+            f"on the inputs, its last {units} on the state, like Keras' kernel and "
+            "recurrent_kernel. The two also order the gates differently (TF1 i, j, f, o; "
+            "Keras i, f, c, o) and TF1 adds forget_bias=1.0 at run time, which Keras keeps "
+            "in the bias (unit_forget_bias initialises it): the bias of shape "
+            f"({a.shape[1]},) pairs by shape but not gate by gate. pgtwin pairs one variable "
+            "with one: convert the weights by splitting the rows, reordering the columns and "
+            "adding 1.0 to the forget gate's bias, then compare")
 
 
 def _why_unpaired(a: VariableInfo, rest1: Sequence[VariableInfo],
