@@ -1,6 +1,8 @@
 """Errors both twins raise, defined once so callers can catch them whatever the twin."""
 from __future__ import annotations
 
+from types import FrameType
+
 
 class DisconnectedGradientError(RuntimeError):
     """A loss does not reach some trainable variables: their gradient would be None.
@@ -57,13 +59,21 @@ class EnvStepError(RuntimeError):
     env's code; the env's exception is the ``__cause__`` (with its traceback)."""
 
 
-def raised_at(err: BaseException) -> str:
-    """``FILE:LINE in FUNCTION`` of the innermost frame of ``err``'s traceback (where it was
-    raised), or ``""`` for an exception never raised."""
+def innermost_frame(err: BaseException) -> tuple[FrameType, int] | None:
+    """``(frame, line)`` where ``err`` was raised (its traceback's innermost entry), or None
+    for an exception never raised."""
     tb = err.__traceback__
     if tb is None:
-        return ""
+        return None
     while tb.tb_next is not None:
         tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    return f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
+    return tb.tb_frame, tb.tb_lineno
+
+
+def raised_at(err: BaseException) -> str:
+    """``FILE:LINE in FUNCTION`` where ``err`` was raised, or ``""`` if it never was."""
+    found = innermost_frame(err)
+    if found is None:
+        return ""
+    frame, line = found
+    return f"{frame.f_code.co_filename}:{line} in {frame.f_code.co_name}"

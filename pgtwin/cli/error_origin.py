@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import traceback
 
+from pgtwin_core.errors import innermost_frame
+
 PROJECT_PACKAGES = frozenset({"pgtwin", "pgtwin_core", "legacy_graph", "eager"})
 """The top-level packages whose ``ValueError`` is a deliberate refusal of the settings."""
 
@@ -18,13 +20,11 @@ PROJECT_PACKAGES = frozenset({"pgtwin", "pgtwin_core", "legacy_graph", "eager"})
 def raised_in(err: BaseException) -> tuple[str, str, int]:
     """``(module, file, line)`` of the innermost frame of ``err``'s traceback (where it was
     raised); ``("", "", 0)`` for an exception never raised."""
-    tb = err.__traceback__
-    if tb is None:
+    found = innermost_frame(err)
+    if found is None:
         return "", "", 0
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    frame = tb.tb_frame
-    return str(frame.f_globals.get("__name__", "")), frame.f_code.co_filename, tb.tb_lineno
+    frame, line = found
+    return str(frame.f_globals.get("__name__", "")), frame.f_code.co_filename, line
 
 
 def raised_by_project(err: BaseException) -> bool:
