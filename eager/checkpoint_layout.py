@@ -15,16 +15,16 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from pgtwin_core.checkpoint_layout import CheckpointLayout
-
-_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+from pgtwin.mode_agnostic.checkpoint_reader import OBJECT_GRAPH, open_checkpoint
 
 
 def saved_layout(path: str) -> CheckpointLayout:
-    """The policy variables (name -> (shape, dtype)) and optimizer of the checkpoint at ``path``."""
-    reader = tf.train.load_checkpoint(path)
+    """The policy variables (name -> (shape, dtype)) and optimizer of the checkpoint at
+    ``path`` (a missing one, or a TF1 ``Saver`` file, refused by ``open_checkpoint``)."""
+    reader = open_checkpoint(path, "eager")
     shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor(_GRAPH_KEY))
+    graph.ParseFromString(reader.get_tensor(OBJECT_GRAPH))
     names = {attr.checkpoint_key: attr.full_name for node in graph.nodes
              for attr in node.attributes if attr.name == "VARIABLE_VALUE"}
     policy = {full: (tuple(shapes[key]), dtypes[key].name) for key, full in names.items()

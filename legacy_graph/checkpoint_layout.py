@@ -13,6 +13,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pgtwin_core.checkpoint_layout import CheckpointLayout
+from pgtwin.mode_agnostic.checkpoint_reader import open_checkpoint
 
 _ADAM_ONLY = ("beta1_power", "beta2_power")
 _MEMORY = "baseline_memory/"
@@ -20,8 +21,10 @@ _VALUE_OPTIMIZER = "value_optimizer/"  # the value net's beta powers (legacy_gra
 
 
 def saved_layout(path: str) -> CheckpointLayout:
-    """The policy variables (name -> (shape, dtype)) and optimizer of the checkpoint at ``path``."""
-    reader = tf.compat.v1.train.NewCheckpointReader(path)
+    """The policy variables (name -> (shape, dtype)) and optimizer of the checkpoint at
+    ``path`` (a missing one, or an eager twin's ``tf.train.Checkpoint``, refused by
+    ``open_checkpoint``)."""
+    reader = open_checkpoint(path, "graph")
     shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
     slots = [n for n in shapes if n.endswith(("/Adam", "/Adam_1"))]
     # The value net's slots (value/...) are its own optimizer's: Adam under natural_kl

@@ -54,6 +54,17 @@ class IncompatibleCheckpointError(ValueError):
             "(hidden sizes, dtype, optimizer) it was written with; nothing was restored")
 
 
+class CheckpointFormatError(IncompatibleCheckpointError):
+    """The checkpoint is the other twin's format: a TF1 ``Saver`` file where a TF2
+    ``tf.train.Checkpoint`` is read, or the reverse. Nothing in it is compared, so the
+    message names the format and the way across, not variables."""
+
+    def __init__(self, path: str, written_as: str, fix: str):
+        self.path, self.problems = path, [f"it is {written_as}"]
+        ValueError.__init__(self, f"checkpoint {path} is {written_as}, which this agent does "
+                                  f"not read: {fix}; nothing was restored")
+
+
 class EnvStepError(RuntimeError):
     """The env's own ``step`` raised: the message says where in the rollout and where in the
     env's code; the env's exception is the ``__cause__`` (with its traceback)."""

@@ -98,3 +98,29 @@ def test_the_same_architecture_still_restores(tmp_path, impl):
         np.testing.assert_array_equal(want[name], got[name], err_msg=name)
     source.close()
     target.close()
+
+
+@pytest.mark.parametrize("written, reading, named, fix", [
+    ("eager", "graph", "is a TF2 tf.train.Checkpoint (the eager twin's",
+     "restore it with eager.agent.ReinforceAgent"),
+    ("graph", "eager", "is a TF1 Saver checkpoint (the graph twin's",
+     "convert it with pgtwin convert-checkpoint SRC DST"),
+])
+def test_the_other_twins_checkpoint_is_named_as_such(tmp_path, written, reading, named, fix):
+    # the same spec and config: only the file format differs (before, the graph twin read
+    # an eager checkpoint as "written with sgd", and the eager twin raised NotFoundError)
+    path = _saved(tmp_path, written)
+    err = _refusal(reading, path, (64, 64))
+    assert str(err).startswith(f"checkpoint {path} {named}"), str(err)
+    assert fix in str(err) and str(err).endswith("nothing was restored")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_missing_checkpoint_is_named(tmp_path, impl):
+    agent = agent_class(impl)(_spec((64, 64)), ReinforceConfig(), seed=2)
+    missing = os.path.join(str(tmp_path), "nowhere", "ckpt")
+    try:
+        with pytest.raises(FileNotFoundError, match=f"no checkpoint at '{missing}'"):
+            agent.restore(missing)
+    finally:
+        agent.close()
