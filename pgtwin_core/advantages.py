@@ -72,6 +72,25 @@ def flat_returns(batch: Batch, config: ReinforceConfig,
     return np.where(batch.valid, returns, 0.0)
 
 
+TIME_MAJOR = ("obs", "actions", "rewards", "terminated", "truncated", "valid")
+"""The ``Batch`` arrays whose leading axes are ``[T, N]``."""
+
+
+def check_time_major(batch: Batch) -> None:
+    """Raise ``ValueError`` naming each ``[T, N]`` array of ``batch`` whose leading axes are
+    not the ``[T, N]`` most of them share (a rewards array built ``[N, T]``, a flattened
+    one), before the arrays are flattened together and a later check blames another."""
+    leads = {name: tuple(np.shape(getattr(batch, name))[:2]) for name in TIME_MAJOR}
+    counts = {lead: list(leads.values()).count(lead) for lead in leads.values()}
+    common = max(counts, key=counts.get)
+    odd = [name for name, lead in leads.items() if lead != common]
+    if odd:
+        shapes = ", ".join(f"batch.{n} has shape {np.shape(getattr(batch, n))}" for n in odd)
+        raise ValueError(f"{shapes}; the batch's other time-major arrays "
+                         f"({', '.join(n for n in TIME_MAJOR if n not in odd)}) start with "
+                         f"[T, N] = {list(common)}: every one must (time first, then envs)")
+
+
 def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec,
                     reward_to_go: np.ndarray | None = None,
                     baseline: np.ndarray | None = None) -> TrainInputs:
@@ -86,10 +105,11 @@ def training_inputs(batch: Batch, config: ReinforceConfig, spec: PolicySpec,
     shape, non-finite entries, categorical actions out of range), naming ``batch.obs`` or
     ``batch.actions`` and the first bad index.
     """
+    check_time_major(batch)
     if batch.num_valid == 0:
         raise ValueError(
             f"batch has no valid step (T={batch.num_steps}, N={batch.num_envs}): "
-            "every step was an autoreset step"
+            + ("it has no step" if batch.num_steps == 0 else "every step was an autoreset step")
         )
     dtype = config.dtype
     valid = batch.valid.reshape(-1)

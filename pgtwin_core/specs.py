@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from pgtwin_core.config import DTYPES
+from pgtwin_core.finite_arrays import cast_finite
 
 DISTRIBUTIONS = ("categorical", "gaussian")
 TORSOS = ("mlp", "lstm")
@@ -299,7 +300,9 @@ def check_weights(spec: PolicySpec, weights: dict[str, np.ndarray], *,
                   dtype: str) -> dict[str, np.ndarray]:
     """Validate ``weights`` against ``spec`` and return them cast to ``dtype``.
 
-    Raises ``ValueError`` listing the missing, extra and wrongly shaped weights together.
+    Raises ``ValueError`` listing the missing, extra and wrongly shaped weights together,
+    then for a weight that is not real numbers, or has a non-finite entry before or after
+    the cast (naming it: ``pgtwin_core.finite_arrays.cast_finite``).
     """
     shapes = spec.weight_shapes()
     missing = [n for n in shapes if n not in weights]
@@ -319,10 +322,11 @@ def check_weights(spec: PolicySpec, weights: dict[str, np.ndarray], *,
         raise ValueError("weights do not match the PolicySpec: " + ", ".join(problems))
     out = {}
     for name in shapes:
-        value = np.asarray(weights[name], dtype=_np_dtype(dtype))
-        if not np.all(np.isfinite(value)):
-            raise ValueError(f"weight {name} holds non-finite values")
-        out[name] = value
+        value = np.asarray(weights[name])
+        if value.dtype.kind not in "fiub":  # complex would drop its imaginary part silently
+            raise ValueError(f"weight {name} has dtype {value.dtype}; expected real numbers")
+        out[name] = cast_finite(value, _np_dtype(dtype).name, f"weight {name}",
+                                "scale the weights")
     return out
 
 

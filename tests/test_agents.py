@@ -6,6 +6,9 @@ tape, retracing) are in ``test_legacy_agent.py`` and ``test_eager_agent.py``.
 """
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 
@@ -196,6 +199,20 @@ def test_nan_in_batch_obs_is_refused_before_any_update(cat_agents, impl):
     with pytest.raises(ValueError, match=r"batch.obs\[2, 1\] = inf is not finite"):
         agent.update(_cat_batch(obs=obs))
     _assert_same_weights(agent.get_weights(), before)
+
+
+@impls
+def test_a_time_major_array_of_another_shape_is_named(cat_agents, impl):
+    # obs, actions, terminated, truncated and valid are [T, N] = [3, 1]; rewards built as
+    # [N, T] = [1, 3] is the one named (before, the flattened actions were blamed)
+    batch = _cat_batch()
+    wrong = dataclasses.replace(batch, rewards=batch.rewards.T)
+    before = cat_agents[impl].get_weights()
+    with pytest.raises(ValueError, match=re.escape(
+            "batch.rewards has shape (1, 3); the batch's other time-major arrays (obs, "
+            "actions, terminated, truncated, valid) start with [T, N] = [3, 1]")):
+        cat_agents[impl].update(wrong)
+    _assert_same_weights(cat_agents[impl].get_weights(), before)
 
 
 @impls

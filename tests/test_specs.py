@@ -275,7 +275,13 @@ def test_check_weights_lists_missing_extra_and_wrongly_shaped_together():
     ("missing", "weights do not match the PolicySpec: missing ['policy/head/bias']"),
     ("extra", "weights do not match the PolicySpec: extra ['policy/extra']"),
     ("shape", "weights do not match the PolicySpec: wrongly shaped policy/head/kernel: expected (64, 2), got (2, 64)"),
-    ("nonfinite", "weight policy/dense_1/bias holds non-finite values"),
+    ("nonfinite", "weight policy/dense_1/bias[5] = inf is not finite"),
+    # 1e300 is finite in float64, past float32's largest (3.4e38): the cast is named
+    ("past_float32", "weight policy/dense_1/bias[5] = 1e+300 is finite but past float32's "
+                     "range (+-3.4e+38): scale the weights, or train in float64 (--dtype "
+                     "float64)"),
+    # float32 + 1j is complex64 (numpy 2 keeps the float's precision)
+    ("complex", "weight policy/dense_1/bias has dtype complex64; expected real numbers"),
 ])
 def test_check_weights_single_problems(problem, message):
     weights = init_weights(CATEGORICAL_MLP, dtype="float32")
@@ -285,8 +291,13 @@ def test_check_weights_single_problems(problem, message):
         weights["policy/extra"] = np.zeros(1)
     elif problem == "shape":
         weights["policy/head/kernel"] = weights["policy/head/kernel"].T
-    else:
+    elif problem == "nonfinite":
         weights["policy/dense_1/bias"][5] = np.inf
+    elif problem == "past_float32":
+        weights["policy/dense_1/bias"] = weights["policy/dense_1/bias"].astype(np.float64)
+        weights["policy/dense_1/bias"][5] = 1e300
+    else:
+        weights["policy/dense_1/bias"] = weights["policy/dense_1/bias"] + 1j
     with pytest.raises(ValueError) as err:
         check_weights(CATEGORICAL_MLP, weights, dtype="float32")
     assert str(err.value) == message
