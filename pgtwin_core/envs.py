@@ -145,7 +145,10 @@ def env_spaces_check(env_id: str, torso: str = "mlp", history: int = 1) -> None:
         gymnasium.spec(env_id)
     except gymnasium.error.Error as err:
         raise ValueError(unknown_env_message(env_id, err)) from err
-    env = gymnasium.make(env_id)
+    try:
+        env = gymnasium.make(env_id)
+    except gymnasium.error.DependencyNotInstalled as err:
+        raise ValueError(f"{env_id!r} needs a package that is not installed: {err}") from err
     try:
         check_spaces(env_id, env.observation_space, env.action_space)
         problem = observation_rank_problem(env_id, env.observation_space.shape, torso, history)

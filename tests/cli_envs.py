@@ -21,6 +21,7 @@ which registers them).
   normalisation is not finite.
 * ``MultiDiscreteCartPole-v0`` / ``GridActionCartPole-v0`` / ``DictObsCartPole-v0``: spaces
   pgtwin does not support (a MultiDiscrete action, a 2-D Box action, Dict observations).
+* ``NeedsBox2D-v0``: an env whose constructor needs a package that is not installed.
 * ``UnpicklableCartPole-v0``: CartPole holding a lambda, so its state cannot be pickled
   into a checkpoint (a resume reseeds it).
 """
@@ -142,6 +143,16 @@ class GridActionCartPole(CartPoleEnv):
         self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (2, 1), np.float32)
 
 
+class NeedsBox2D(CartPoleEnv):
+    """An env whose constructor needs a package that is missing, as Box2D envs without
+    ``gymnasium[box2d]``."""
+
+    def __init__(self, **kwargs):
+        raise gymnasium.error.DependencyNotInstalled(
+            'Box2D is not installed, you can install it by run `pip install swig` followed by '
+            '`pip install "gymnasium[box2d]"`')
+
+
 class DictObsCartPole(CartPoleEnv):
     """CartPole declaring a Dict observation space (unsupported)."""
 
@@ -173,5 +184,6 @@ _register("ShapeShiftCartPole-v0", ShapeShiftCartPole)
 _register("HugeRewardCartPole-v0", HugeRewardCartPole)
 _register("MultiDiscreteCartPole-v0", MultiDiscreteCartPole)
 _register("GridActionCartPole-v0", GridActionCartPole)
+_register("NeedsBox2D-v0", NeedsBox2D)
 _register("DictObsCartPole-v0", DictObsCartPole)
 _register("UnpicklableCartPole-v0", UnpicklableCartPole)

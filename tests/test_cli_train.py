@@ -332,6 +332,20 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_update_0(tmp_pat
         len(read_episodes(str(tmp_path / "fresh" / "episodes.csv")))
 
 
+def test_ctrl_c_before_the_run_wrote_anything_says_to_run_it_again(tmp_path, capsys,
+                                                                   monkeypatch):
+    # e.g. while the agent's graph is built: no run.json yet, so no --resume could work
+    def interrupted(settings, resume=False):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("pgtwin.train.run.train", interrupted)
+    logdir = str(tmp_path / "run")
+    code, _, err = _train(capsys, "--env", "CartPole-v1", "--logdir", logdir, *TINY)
+    assert code == 130
+    assert err == (f"pgtwin train: interrupted before the run wrote anything to {logdir}: run "
+                   "the same command again to start it\n")
+
+
 def test_resume_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--resume", "--logdir", str(tmp_path / "empty")])

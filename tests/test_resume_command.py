@@ -50,7 +50,10 @@ def test_an_installed_module_needs_no_pythonpath():
 
 def test_ctrl_c_prints_a_resume_command_that_finds_the_env_module(tmp_path, capsys, monkeypatch,
                                                                  user_envs):
-    def interrupted(settings, resume=False):
+    def interrupted(settings, resume=False):  # after the run wrote its settings
+        from pgtwin.train.run import run_paths, write_settings
+
+        write_settings(run_paths(settings.logdir), settings)
         raise KeyboardInterrupt
 
     monkeypatch.setattr("pgtwin.train.run.train", interrupted)

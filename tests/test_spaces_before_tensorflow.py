@@ -24,6 +24,8 @@ CASES = {
                                             "a: a.reshape((2, 1)), a Box of shape (2,))",
     "FrozenLake-v1": "'FrozenLake-v1' has observation space Discrete(16), which is not a Box: "
                      "one-hot encode it with gymnasium.wrappers.FlattenObservation",
+    "tests.cli_envs:NeedsBox2D-v0": "'NeedsBox2D-v0' needs a package that is not installed: "
+                                    "Box2D is not installed",
     "Taxi-v3": "env id 'Taxi-v3' is deprecated: Environment version v3 for `Taxi` is "
                "deprecated. Please use `Taxi-v4` instead.",
 }

@@ -286,7 +286,7 @@ def run(args, parser) -> int:
     """Train; print the summary (``--json``: one JSON line last on stdout)."""
     from pgtwin.cli.tensorflow_startup import import_tensorflow
     from pgtwin.train.resume_command import resume_command
-    from pgtwin.train.run import TrainingError, has_checkpoint, train
+    from pgtwin.train.run import TrainingError, has_checkpoint, run_paths, train
 
     parser = getattr(args, "command_parser", parser)
     settings, resume = settings_from_args(args, parser)
@@ -308,7 +308,11 @@ def run(args, parser) -> int:
                                  f"{settings.impl} twin")
     except KeyboardInterrupt:
         command = resume_command(settings.logdir, settings.env_module)
-        if has_checkpoint(settings.logdir):
+        if not os.path.exists(run_paths(settings.logdir)["settings"]):
+            print(f"pgtwin train: interrupted before the run wrote anything to "
+                  f"{settings.logdir}: run the same command again to start it",
+                  file=sys.stderr)
+        elif has_checkpoint(settings.logdir):
             print(f"pgtwin train: interrupted; resume with: {command}", file=sys.stderr)
         else:
             every = (f"one every {settings.checkpoint_every} updates, --checkpoint-every"
