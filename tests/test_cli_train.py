@@ -346,6 +346,19 @@ def test_ctrl_c_before_the_run_wrote_anything_says_to_run_it_again(tmp_path, cap
                    "the same command again to start it\n")
 
 
+def test_a_dropped_natural_gradient_default_is_said(tmp_path, capsys):
+    # Pendulum-v1's row trains with natural steps (KL 0.02, SGD at lr 1); Adam conflicts
+    # with them, so the row's natural step is dropped, and now a note says so
+    settings = _settings("--env", "Pendulum-v1", "--optimizer", "adam", "--logdir",
+                         str(tmp_path))
+    assert settings.config.natural_kl is None and settings.config.optimizer == "adam"
+    err = capsys.readouterr().err
+    assert err.startswith("pgtwin train: note: Pendulum-v1's default natural gradient "
+                          "(natural_kl=0.02, sgd, lr 1) is off"), err
+    _settings("--env", "Pendulum-v1", "--logdir", str(tmp_path))  # kept: no note
+    assert capsys.readouterr().err == ""
+
+
 def test_resume_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--resume", "--logdir", str(tmp_path / "empty")])

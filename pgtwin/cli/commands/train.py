@@ -37,10 +37,14 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-envs", type=positive_int, default=None, help="parallel envs N")
     p.add_argument("--num-steps", type=positive_int, default=None,
                    help="rollout length T per update")
-    p.add_argument("--lr", type=positive_float, default=None, help="learning rate")
-    p.add_argument("--gamma", type=unit_interval, default=None, help="discount in [0, 1]")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default adam")
-    p.add_argument("--baseline", choices=BASELINES, default=None, help="default none")
+    p.add_argument("--lr", type=positive_float, default=None,
+                   help="learning rate (default: per env, see docs/cli.md)")
+    p.add_argument("--gamma", type=unit_interval, default=None,
+                   help="discount in [0, 1] (default: per env)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
+                   help="default adam, or the env's (Pendulum-v1: sgd with --natural-kl)")
+    p.add_argument("--baseline", choices=BASELINES, default=None,
+                   help="default: per env (CartPole-v1 mean), else none")
     p.add_argument("--baseline-memory", type=finite_number, default=None, metavar="RHO",
                    help="decay in [0, 1) of earlier batches' sums in the episodic baselines "
                         "(default 0.5; 0: this batch only)")
@@ -96,7 +100,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-std-floor-final", type=finite_number, default=None,
                    help="the log-std floor after --schedule-steps, reached linearly")
     p.add_argument("--obs-norm", action=argparse.BooleanOptionalAction, default=None,
-                   help="normalise observations by a running mean and std (default off)")
+                   help="normalise observations by a running mean and std (default: per "
+                        "env, on for CartPole-v1, Acrobot-v1 and Pendulum-v1, else off)")
     p.add_argument("--obs-norm-clip", type=positive_float, default=None,
                    help="clip normalised observations to [-C, C] (default 10)")
     p.add_argument("--dtype", choices=DTYPES, default=None, help="default float32")
@@ -130,7 +135,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--solve-window", type=positive_int, default=None,
                    help="episodes the stopping mean is over (default 100)")
     p.add_argument("--checkpoint-every", type=non_negative_int, default=None,
-                   help="updates between checkpoints (0: none)")
+                   help="updates between checkpoints, and one at the end (default 25; 0: "
+                        "none)")
     p.add_argument("--keep-checkpoints", type=positive_int, default=None,
                    help="complete checkpoints kept (default 2)")
     p.add_argument("--max-consecutive-skips", type=non_negative_int, default=None, metavar="K",
@@ -236,12 +242,30 @@ def settings_from_args(args, parser):
         settings = resolve(env_id, given, saved)
     except ValueError as err:
         parser.error(str(err))
+    if saved is None:
+        say_dropped_natural_step(env_id, given, settings)
     if saved is not None:
         changed = [f"{k} (run: {saved.fixed()[k]!r}, given: {v!r})"
                    for k, v in settings.fixed().items() if saved.fixed()[k] != v]
         if changed:
             parser.error("--resume cannot change the run's settings: " + "; ".join(changed))
     return settings, saved is not None
+
+
+def say_dropped_natural_step(env_id: str, given: dict, settings) -> None:
+    """A note on stderr when the env's default natural-gradient step was dropped because
+    another option given conflicts with it (``settings.with_natural_step``): the run then
+    trains with plain steps, which is not what the env's row was tuned for."""
+    table = defaults_for(env_id).config
+    if table.natural_kl is None or settings.config.natural_kl is not None or \
+            "natural_kl" in given:
+        return
+    print(f"pgtwin train: note: {env_id}'s default natural gradient (natural_kl="
+          f"{table.natural_kl}, {table.optimizer}, lr {table.learning_rate:g}) is off: it "
+          "does not go with the options given (--optimizer adam, --max-grad-norm or an "
+          "optimal baseline); training with plain steps of "
+          f"{settings.config.optimizer}, lr {settings.config.learning_rate:g}",
+          file=sys.stderr)
 
 
 # ---------------------------------------------------------------- run
