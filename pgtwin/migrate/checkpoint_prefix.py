@@ -27,8 +27,8 @@ def refuse_existing(dst: str, overwrite: bool) -> list[str]:
     """The files at ``dst`` (to replace), or :class:`FileExistsError` unless ``overwrite``."""
     existing = prefix_files(dst)
     if existing and not overwrite:
-        raise FileExistsError(f"{os.path.abspath(dst)} exists ({existing}); pass overwrite "
-                              "(--overwrite) to replace it")
+        raise FileExistsError(f"{os.path.abspath(dst)} exists ({existing}); to replace it, "
+                              "pass --overwrite (overwrite=True in Python)")
     return existing
 
 

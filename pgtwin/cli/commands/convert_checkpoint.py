@@ -25,13 +25,17 @@ weights, not the functions between them)."""
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``convert-checkpoint`` and its options."""
     p = subparsers.add_parser(
-        "convert-checkpoint", help="convert a TF1 Saver checkpoint to the eager twin's TF2 one",
-        description="Read a TF1 Saver checkpoint (written by legacy_graph or by your own graph), "
-                    "rename its variables to pgtwin's canonical names, convert Adam's state "
-                    "(m, v, beta powers -> Keras momentums, velocities, iterations), write a "
-                    "tf.train.Checkpoint that eager.agent.ReinforceAgent.restore reads, and verify "
-                    "it: same variables, same distribution parameters on sample observations, "
-                    "same optimizer steps. Nothing is written unless all of that holds.")
+        "convert-checkpoint", help="convert a TF1 Saver checkpoint into your TF2 model (--tf2) "
+                                   "or into the eager twin",
+        description="Read a TF1 Saver checkpoint (written by legacy_graph or by your own graph) "
+                    "and write it as a tf.train.Checkpoint. With --tf2 MODULE:FACTORY and "
+                    "--inputs: into your own Keras model and optimizer, paired as pgtwin "
+                    "compare pairs them, moving statistics included (docs/migration.md, "
+                    "'Checkpoints into your own model'). Without: into pgtwin's eager agent, "
+                    "renamed to its canonical names. Adam's state converts (m, v, beta powers "
+                    "-> Keras momentums, velocities, iterations). The result is verified (same "
+                    "values, same outputs, same optimizer steps) and nothing is written unless "
+                    "all of that holds.")
     p.add_argument("src", metavar="SRC", help="TF1 checkpoint prefix (model.ckpt-5), one of its "
                    "files (model.ckpt-5.index) or its directory (the latest)")
     p.add_argument("dst", metavar="DST", help="prefix of the TF2 checkpoint to write")
