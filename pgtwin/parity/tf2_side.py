@@ -113,7 +113,7 @@ class TF2Side:
         self.inputs = {k: tf.constant(a) for k, a in inputs.items()}
         self.state: dict[str, Any] = {}
         built = tf2_state_variables(self.model, self.obj)  # a model built in build()
-        self.state = dict(zip(_variable_names(built), built))
+        self.state = _by_name(built, self.model, self.obj)
         with state_kept(self), tf.GradientTape() as tape:
             loss_results(_users(lambda: program.loss(self.obj, dict(self.inputs)),
                                 f"{what}.loss"), f"{what}.loss")
@@ -124,12 +124,8 @@ class TF2Side:
         owned = [*_owned_trainable(self.model), *_owned_trainable(self.obj)]
         by_id = {id(underlying(v)): v for v in owned}
         handles = [by_id.get(id(v), v) for v in watched]
-        self.variables, self.handles = {}, {}
-        for v, handle, name in zip(watched, handles,
-                                   _variable_names(handles, self.model, self.obj)):
-            name = _unique(name, self.variables)
-            self.variables[name] = v
-            self.handles[name] = handle
+        self.handles = _by_name(handles, self.model, self.obj)
+        self.variables = {name: underlying(h) for name, h in self.handles.items()}
         read = {id(v) for v in watched}
         self.not_compared = list(dict.fromkeys(
             underlying(v).name.split(":")[0] for v in owned if id(underlying(v)) not in read))
@@ -140,7 +136,7 @@ class TF2Side:
         slots = {id(underlying(v)) for v in _optimizer_variables(self.optimizer)}
         state = [v for v in tf2_state_variables(self.model, self.obj)
                  if id(underlying(v)) not in slots]
-        self.state = dict(zip(_variable_names(state, self.model, self.obj), state))
+        self.state = _by_name(state, self.model, self.obj)
 
     def infos(self) -> list[VariableInfo]:
         """The variables the loss reads as :class:`VariableInfo`, in first-read order."""
@@ -270,6 +266,15 @@ def _attribute_paths(*objs: Any) -> dict[int, str]:
                                     with_path=True):
             paths.setdefault(id(underlying(v)), "/".join(str(p) for p in path))
     return paths
+
+
+def _by_name(handles: list[Any], *owners: Any) -> dict[str, Any]:
+    """``{display name: handle}``, each name unique (:func:`_variable_names`, then
+    :func:`_unique`)."""
+    out: dict[str, Any] = {}
+    for handle, name in zip(handles, _variable_names(handles, *owners)):
+        out[_unique(name, out)] = handle
+    return out
 
 
 def _variable_names(handles: list[Any], *owners: Any) -> list[str]:
