@@ -372,9 +372,9 @@ def test_resume_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
     assert "--resume cannot change the run's settings" in err
-    assert "impl (run: 'eager', given: 'graph')" in err
+    assert "--impl (run: 'eager', given: 'graph')" in err
     lr = defaults_for("CartPole-v1").config.learning_rate  # the run took the CartPole default
-    assert f"config.learning_rate (run: {lr!r}, given: 0.5)" in err
+    assert f"--lr (config.learning_rate) (run: {lr!r}, given: 0.5)" in err
 
 
 @pytest.mark.parametrize("argv,num_envs,num_steps", [

@@ -188,6 +188,18 @@ GIVEN = {"seed": "seed", "steps": "total_steps", "num_envs": "num_envs",
          "max_consecutive_skips": "max_consecutive_skips", "logdir": "logdir"}
 
 
+def option_for(setting: str) -> str:
+    """The command-line option that gives ``setting`` (``config.learning_rate`` ->
+    ``--lr (config.learning_rate)``, ``impl`` -> ``--impl``), or the setting's name where
+    no option does."""
+    field = setting.split(".", 1)[-1]
+    option = next((o for o, f in GIVEN.items() if f == field), None)
+    if option is None:
+        return setting
+    flag = f"--{option.replace('_', '-')}"
+    return flag if option == setting else f"{flag} ({setting})"
+
+
 def given_values(args) -> dict:
     """The settings the command line gave, by field name (options left out are absent)."""
     given = {field: getattr(args, option) for option, field in GIVEN.items()
@@ -245,7 +257,7 @@ def settings_from_args(args, parser):
     if saved is None:
         say_dropped_natural_step(env_id, given, settings)
     if saved is not None:
-        changed = [f"{k} (run: {saved.fixed()[k]!r}, given: {v!r})"
+        changed = [f"{option_for(k)} (run: {saved.fixed()[k]!r}, given: {v!r})"
                    for k, v in settings.fixed().items() if saved.fixed()[k] != v]
         if changed:
             parser.error("--resume cannot change the run's settings: " + "; ".join(changed))
