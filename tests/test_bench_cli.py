@@ -157,16 +157,20 @@ def test_suite_progress_says_a_line_per_suite_file():
     # Hand-made ``pytest -v`` lines; a clock that advances 10 s per reading.
     ticks = iter(range(0, 1000, 10))
     said = []
-    tracker = bench.SuiteProgress(said.append, files=2, clock=lambda: next(ticks))
-    for line in ["collecting ... collected 3 items",
-                 "benchmarks/test_update.py::test_update[graph-256] PASSED    [ 33%]",
-                 "benchmarks/test_update.py::test_update[eager-256] PASSED    [ 66%]",
-                 "benchmarks/test_policy_step.py::test_policy_step[graph-1] PASSED [100%]",
+    tracker = bench.SuiteProgress(said.append, files=4, clock=lambda: next(ticks))
+    for line in ["collecting ... collected 4 items / 1 skipped",
+                 "benchmarks/test_update.py::test_update[graph-256] PASSED    [ 25%]",
+                 "benchmarks/test_update.py::test_update[eager-256] PASSED    [ 50%]",
+                 "benchmarks/test_policy_step.py::test_policy_step[graph-1] PASSED [ 75%]",
+                 "benchmarks/test_per_sample.py::test_jax_group[32] SKIPPED (no jax) [100%]",
                  "---- benchmark: 3 tests ----"]:
         tracker.line(line)
     tracker.finish()
-    assert said == ["[1/2] test_update.py: 2 benchmarks in 10.0 s",
-                    "[2/2] test_policy_step.py: 1 benchmarks in 10.0 s"]
+    # of 4 files one was skipped at collection (JAX absent): the count goes to [3/3], and a
+    # file whose tests were all skipped says so
+    assert said == ["[1/3] test_update.py: 2 benchmarks in 10.0 s",
+                    "[2/3] test_policy_step.py: 1 benchmarks in 10.0 s",
+                    "[3/3] test_per_sample.py: 0 benchmarks, 1 skipped in 10.0 s"]
 
 
 def test_quick_mode_says_the_time_it_takes(capsys):

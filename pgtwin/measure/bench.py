@@ -92,23 +92,30 @@ class SuiteProgress:
     is the number of suite files (for ``[i/n]``; None leaves it out).
     """
 
-    _RESULT = re.compile(r"^(?:\S*/)?(test_\w+\.py)::\S+ (PASSED|FAILED|ERROR)")
+    _RESULT = re.compile(r"^(?:\S*/)?(test_\w+\.py)::\S+ (PASSED|FAILED|ERROR|SKIPPED)")
+    _SKIPPED_FILES = re.compile(r"collected \d+ items? / (\d+) skipped")
 
     def __init__(self, say, files: int | None = None, clock=time.monotonic):
         self.say, self.files, self.clock = say, files, clock
         self.current: str | None = None
-        self.count = self.done = 0
+        self.count = self.skipped = self.done = 0
         self.started = self.clock()
 
     def line(self, text: str) -> None:
         """One line of the child's output."""
+        skipped = self._SKIPPED_FILES.search(text)
+        if skipped and self.files:  # a file skipped at collection (JAX absent) never ends
+            self.files -= int(skipped.group(1))
         match = self._RESULT.match(text)
         if match is None:
             return
         if match.group(1) != self.current:
             self.finish()
-            self.current, self.count = match.group(1), 0
-        self.count += 1
+            self.current, self.count, self.skipped = match.group(1), 0, 0
+        if match.group(2) == "SKIPPED":  # a file whose dependency is absent (JAX) still ends
+            self.skipped += 1
+        else:
+            self.count += 1
 
     def finish(self) -> None:
         """Report the suite file in progress, if any."""
@@ -117,7 +124,8 @@ class SuiteProgress:
         self.done += 1
         now = self.clock()
         of = f"/{self.files}" if self.files else ""
-        self.say(f"[{self.done}{of}] {self.current}: {self.count} benchmarks in "
+        skipped = f", {self.skipped} skipped" if self.skipped else ""
+        self.say(f"[{self.done}{of}] {self.current}: {self.count} benchmarks{skipped} in "
                  f"{now - self.started:.1f} s")
         self.current, self.started = None, now
 
