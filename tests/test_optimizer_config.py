@@ -149,7 +149,7 @@ def test_tf1_clipping_is_read_from_the_train_ops_graph():
     from pgtwin.parity.optimizer_config import tf1_clipping
 
     with tf.Graph().as_default():
-        w = tf.compat.v1.get_variable("w", [3])
+        w = tf.compat.v1.get_variable("w", [3], initializer=tf.compat.v1.zeros_initializer())
         loss = tf.reduce_sum(w ** 2)
         opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)
         grads, variables = zip(*opt.compute_gradients(loss))
