@@ -27,10 +27,10 @@ from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.learning_rates import MOMENTUM_RATE_CHANGE, learning_rate_row
 from pgtwin.parity.loss_hints import ratio_hint, regularization_hint, softmax_hint
-from pgtwin.parity.model_state import STATE_CAUSE, STATE_MOVED, split_name_map, state_kept
+from pgtwin.parity.model_state import STATE_CAUSE, STATE_MOVED, split_name_map
 from pgtwin.parity.optimizer_config import (clipping_hint, drift_hint, float32_rounding,
                                             keras_optimizer, optimizer_rows, rounded_to_float32,
-                                            tf1_clipping, tf1_optimizer)
+                                            tf1_clipping)
 from pgtwin.parity.optimizer_pairs import optimizer_factories
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import gradient_rows, output_rows, tolerances
@@ -244,9 +244,7 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     rows = _step_setup(legacy, eager, optimizer, dtype, ctx)
     if any(not r.ok and r.item == "train step" for r in rows):
         return rows
-    with state_kept(legacy):  # a learning rate built under the update ops' control
-        tf1_kind, tf1_settings = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed,
-                                               legacy.variables.values())
+    tf1_kind, tf1_settings = legacy.optimizer()
     hint, cause, kind, settings = "", "", "", {}
     if eager.optimizer is not None:
         kind, settings = keras_optimizer(eager.optimizer)
@@ -336,6 +334,12 @@ STUCK_MOVED = ("its TF2 gradient is None (the gradients rung): the TF2 loss does
 """The same, for a variable whose TF2 gradient is None."""
 
 
+def step_atol(atol: float, step: float) -> float:
+    """The weights rung's ``atol`` for a variable whose larger step is ``step``: at most
+    :data:`STEP_FRACTION` of it (both harness paths)."""
+    return min(atol, STEP_FRACTION * step)
+
+
 def largest_change(*before_after: tuple[np.ndarray, np.ndarray]) -> float:
     """The largest absolute change of any element over the ``(before, after)`` pairs: a
     variable's step, the larger of the two sides'."""
@@ -377,7 +381,7 @@ def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
     step = largest_change((before1[tf1_name], after1[tf1_name]),
                           (before2[tf2_name], after2[tf2_name]))
     if step_scaled:
-        atol = min(atol, STEP_FRACTION * step)
+        atol = step_atol(atol, step)
     row = compare_arrays("weights", item, after1[tf1_name], after2[tf2_name], rtol, atol, where)
     if row.ok:
         return Row(row.rung, row.item, row.max_abs, row.max_rel, True, hint, where) \

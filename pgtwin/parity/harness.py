@@ -43,8 +43,8 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin.parity.code_checks import eager_guard, require_eager
-from pgtwin.parity.code_parity import (STEP_FRACTION, compare_programs, is_program_pair,
-                                       largest_change)
+from pgtwin.parity.code_parity import (compare_programs, is_program_pair, largest_change,
+                                       step_atol)
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.optimizer_config import (float32_rounding, keras_optimizer, optimizer_rows,
                                             rounded_to_float32, tf1_optimizer)
@@ -539,7 +539,7 @@ def _weight_rows(legacy: _LegacySide, eager: _EagerSide, eager_names: dict[str, 
 
     ``hint`` is added to failing rows as their note (a known cause of drift).
     ``step_scaled`` (the default tolerances): each variable's ``atol`` is at most
-    :data:`~pgtwin.parity.code_parity.STEP_FRACTION` of its step, as ``pgtwin compare``'s
+    :func:`~pgtwin.parity.code_parity.step_atol` of its step, as ``pgtwin compare``'s
     (a fixed 1e-4 would pass a whole step at a learning rate of 1e-4).
     """
     for step in range(1, steps + 1):
@@ -549,7 +549,7 @@ def _weight_rows(legacy: _LegacySide, eager: _EagerSide, eager_names: dict[str, 
         a, b = legacy.values(), eager.values()
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
         rows = [compare_arrays("weights", name, a[name], b[eager_names[name]], rtol,
-                               min(atol, STEP_FRACTION * largest_change(
+                               step_atol(atol, largest_change(
                                    (a0[name], a[name]),
                                    (b0[eager_names[name]], b[eager_names[name]])))
                                if step_scaled else atol, where)

@@ -11,8 +11,7 @@ TF1's ``MomentumOptimizer`` scales its whole accumulated momentum by the current
 from __future__ import annotations
 
 from pgtwin.parity.ladder import Row
-from pgtwin.parity.model_state import state_kept
-from pgtwin.parity.optimizer_config import keras_optimizer, tf1_optimizer
+from pgtwin.parity.optimizer_config import keras_optimizer
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 
@@ -28,10 +27,7 @@ def learning_rate_row(legacy: TF1Side, eager: TF2Side, where: str
                       ) -> tuple[Row | None, float | None]:
     """``(a failing row or None, TF1's rate)``: the two learning rates now, before a step
     after the first, to the relative 1e-6 the settings rows use."""
-    with state_kept(legacy):  # a rate built under the update ops' control runs them
-        _, now = tf1_optimizer(legacy.train_op, legacy.session, legacy.feed,
-                               legacy.variables.values())
-    a = now.get("learning_rate")
+    a = legacy.optimizer()[1].get("learning_rate")
     b = keras_optimizer(eager.optimizer)[1].get("learning_rate")
     if a is None or b is None or abs(a - b) <= 1e-6 * max(abs(a), abs(b)):
         return None, a

@@ -22,6 +22,7 @@ from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_bui
                                        program_failed, require_eager)
 from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.model_state import state_kept, tf1_state_variables, variable_ops
+from pgtwin.parity.optimizer_config import tf1_optimizer
 from pgtwin.parity.programs import TF1Program, resolve
 from pgtwin.parity.tf_patches import replaced, slim_names
 from pgtwin.parity.variable_mapping import VariableInfo
@@ -268,6 +269,13 @@ class TF1Side:
     def load(self, weights: Mapping[str, np.ndarray]) -> None:
         """Assign every compared variable its value in ``weights``."""
         self._assign.run(self.session, weights)
+
+    def optimizer(self) -> tuple[str, dict[str, float]]:
+        """``(kind, settings)`` of the optimizer the ``train_op`` runs on the compared
+        variables, read now (``optimizer_config.tf1_optimizer``; a learning rate built
+        under the update ops' control would run them, so the state is put back)."""
+        with state_kept(self):
+            return tf1_optimizer(self.train_op, self.session, self.feed, self.variables.values())
 
     def load_state(self, values: Mapping[str, np.ndarray]) -> None:
         """Assign every state variable its value in ``values``."""
