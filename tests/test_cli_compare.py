@@ -43,6 +43,12 @@ def test_a_wrong_migration_exits_1_and_json_names_the_rung(capsys, batch_file):
     report = json.loads(out)
     assert not report["ok"] and "optimizer.epsilon" in report["summary"]
     assert "creation order and shape" in report["mapping"]
+    # The same pairing as records: every TF1 weight of the program once, with its partner.
+    trained = [p for p in report["pairs"] if p["role"] == "trained"]
+    assert {p["tf1"] for p in trained} >= {"policy/fc1/weights"}
+    fc1 = next(p for p in trained if p["tf1"] == "policy/fc1/weights")
+    assert fc1["tf1_shape"] == fc1["tf2_shape"] and fc1["tf2"] and fc1["paired_by"]
+    assert not any("unpaired" in p for p in report["pairs"])
 
 
 def test_float64_reaches_factories_that_take_a_dtype(capsys, batch_file):

@@ -61,6 +61,11 @@ def test_a_bias_only_one_side_has_leaves_the_rest_paired_and_is_never_given_a_ke
     assert "use_bias=False" in problem.message
     with pytest.raises(MappingError, match="sequential/dense_2/bias"):
         raise MappingError(mapping)
+    # `pgtwin compare --json`'s records: the five pairs, then the unpaired bias with its reason.
+    records = mapping.to_records("trained")
+    assert [r["tf1"] for r in records[:5]] == [p.tf1.name for p in mapping.pairs]
+    assert records[5] == {"role": "trained", "unpaired": "TF2", "name": "sequential/dense_2/bias",
+                          "shape": list(problem.variable.shape), "message": problem.message}
 
 
 def test_without_order_unique_shapes_pair_and_equal_shapes_need_names():

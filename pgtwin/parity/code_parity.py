@@ -110,6 +110,7 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     mapping = infer_mapping(legacy.infos(), eager.infos(), weights_map)
     state = infer_mapping(legacy.state_infos(), eager.state_infos(), state_map)
     report.mapping_table = mapping.to_table()
+    report.pairs = mapping.to_records("trained") + state.to_records("state")
     if state.pairs or state.problems:
         report.mapping_table += "\n\nState (not trained; moved by the forward pass):\n" + \
             state.to_table()

@@ -40,6 +40,8 @@ class ParityReport:
     rows: list[Row] = field(default_factory=list)
     mapping_table: str = ""
     """How the TF1 variables were paired with the TF2 ones (user code), printed first."""
+    pairs: list[dict] = field(default_factory=list)
+    """The same pairing as records (``VariableMapping.to_records``), for ``to_dict``."""
 
     @property
     def ok(self) -> bool:
@@ -98,9 +100,11 @@ class ParityReport:
         return "\n".join(out)
 
     def to_dict(self) -> dict:
-        """JSON-ready ``{"ok": bool, "summary": str, "rows": [...]}``."""
+        """JSON-ready ``{"ok": bool, "summary": str, "mapping": str, "pairs": [...],
+        "rows": [...]}``: ``mapping`` is the pairing as the table prints it, ``pairs`` the
+        same as one record per pair or unpaired variable."""
         return {"ok": self.ok, "summary": self.summary(), "mapping": self.mapping_table,
-                "rows": [asdict(r) for r in self.rows]}
+                "pairs": self.pairs, "rows": [asdict(r) for r in self.rows]}
 
     def to_json(self) -> str:
         """:meth:`to_dict` as a JSON string."""

@@ -76,6 +76,18 @@ class VariableMapping:
         """``{tf1 name: tf2 name}`` of the pairs."""
         return {p.tf1.name: p.tf2.name for p in self.pairs}
 
+    def to_records(self, role: str) -> list[dict]:
+        """JSON-ready, one dict per pair (``tf1``, ``tf1_shape``, ``tf2``, ``tf2_shape``,
+        ``paired_by``, ``role``) then per problem (``unpaired``: the side, with ``message``);
+        ``role`` says what the variables are (``"trained"`` or ``"state"``)."""
+        out = [{"role": role, "tf1": p.tf1.name, "tf1_shape": list(p.tf1.shape),
+                "tf2": p.tf2.name, "tf2_shape": list(p.tf2.shape), "paired_by": p.how}
+               for p in self.pairs]
+        out += [{"role": role, "unpaired": p.side, "name": p.variable.name,
+                 "shape": list(p.variable.shape), "message": p.message}
+                for p in self.problems]
+        return out
+
     def to_table(self, with_problems: bool = True) -> str:
         """Fixed-width text: one line per pair, then (``with_problems``) one per problem;
         an error that lists the problems itself shows the pairs alone."""
