@@ -9,6 +9,8 @@ once when the agent is built (``eager/update_paths.py``).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from typing import Any
 
@@ -25,7 +27,7 @@ from pgtwin_core.specs import PolicySpec, check_weights, init_weights
 from pgtwin.mode_agnostic import distributions, forward_pass
 
 from eager import network
-from eager.checkpoint_layout import saved_layout, saved_memory
+from eager.checkpoint_layout import held_memory, saved_layout, saved_memory
 from eager.optimizers import make_optimizer
 from eager.per_sample import PerSampleGradients
 from eager.policy_call import policy_callable, rollout_compiled, snapshot_policy
@@ -241,7 +243,10 @@ class ReinforceAgent:
         variables, shapes, dtypes or optimizer differ from this agent's, with the legacy
         twin's message.
         """
-        check_layout(path, saved_layout(path), agent_layout(self.spec, self.config))
+        memory = getattr(self.update_path, "checkpointed", {}).get("baseline_memory")
+        held = held_memory(memory.vars) if memory is not None else {}
+        check_layout(path, saved_layout(path),
+                     dataclasses.replace(agent_layout(self.spec, self.config), memory=held))
         checkpoint = self.checkpoint
         if hasattr(checkpoint, "baseline_memory") and not saved_memory(path):
             # Saved before the memory was the agent's: the run's baseline_memory.npz holds it.

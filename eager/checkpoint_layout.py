@@ -5,7 +5,8 @@ Mirrors ``legacy_graph/checkpoint_layout.py``. A TF2 checkpoint keys values by o
 each variable's ``full_name``, which for the policy is the canonical name. The Keras
 optimizer's own variables are named after it: ``adam/iteration`` and ``adam/..._momentum``,
 or ``sgd/iteration`` (Keras numbers the second one in a process ``adam_1``). The episodic
-baselines' memory (``baseline_memory/...``) is training state outside the policy's layout.
+baselines' memory (``baseline_memory/...``) is training state outside the policy's layout,
+read apart (``CheckpointLayout.memory``).
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from pgtwin_core.checkpoint_layout import CheckpointLayout
 from pgtwin.mode_agnostic.checkpoint_reader import OBJECT_GRAPH, open_checkpoint
+
+_MEMORY = "baseline_memory/"
 
 
 def saved_layout(path: str) -> CheckpointLayout:
@@ -32,7 +35,15 @@ def saved_layout(path: str) -> CheckpointLayout:
     # The value net's optimizer (value_adam, eager/value_net.py) is not the policy's.
     optimizer = next((re.sub(r"_\d+$", "", full.split("/")[0]) for full in names.values()
                       if full.endswith("/iteration") and not full.startswith("value_")), "none")
-    return CheckpointLayout(variables=policy, optimizer=optimizer)
+    memory = {full[len(_MEMORY):]: tuple(shapes[key]) for key, full in names.items()
+              if full.startswith(_MEMORY)}
+    return CheckpointLayout(variables=policy, optimizer=optimizer, memory=memory)
+
+
+def held_memory(variables: dict[str, tf.Variable]) -> dict[str, tuple[int | None, ...]]:
+    """The agent's memory ``variables`` (field -> variable), field -> static shape
+    (``None``: any)."""
+    return {f: tuple(v.shape.as_list()) for f, v in variables.items()}
 
 
 def saved_memory(path: str) -> bool:

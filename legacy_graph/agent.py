@@ -9,6 +9,8 @@ update path chosen once when the agent is built (``legacy_graph/update_paths.py`
 """
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from typing import Any
 
@@ -26,7 +28,7 @@ from pgtwin.mode_agnostic import distributions, forward_pass
 from pgtwin.mode_agnostic.loss import reinforce_loss
 
 from legacy_graph import network
-from legacy_graph.checkpoint_layout import missing_memory, saved_layout
+from legacy_graph.checkpoint_layout import held_memory, missing_memory, saved_layout
 from legacy_graph.gradient_step import GivenGradientApply, checked_gradients, guarded_apply
 from legacy_graph.optimizers import learning_rate_variable, make_optimizer
 from legacy_graph.per_sample import PerSampleGradients
@@ -244,7 +246,8 @@ class ReinforceAgent:
         variables, shapes, dtypes or optimizer differ from this agent's: a ``Saver`` alone
         would load a (4, 64) kernel into a (4, 32) variable.
         """
-        check_layout(path, saved_layout(path), agent_layout(self.spec, self.config))
+        check_layout(path, saved_layout(path), dataclasses.replace(
+            agent_layout(self.spec, self.config), memory=held_memory(self.graph)))
         with self.graph.as_default():
             saver = self.saver
             missing = missing_memory(path, self.graph)

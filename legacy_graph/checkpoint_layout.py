@@ -5,8 +5,9 @@ name, so the policy variables appear under their canonical names; Adam adds slot
 ``NAME/Adam`` and ``NAME/Adam_1`` and the accumulators ``beta1_power``/``beta2_power``,
 plain gradient descent adds nothing. The episodic baselines' memory
 (``baseline_memory/...``, ``legacy_graph/episodic_path.py``) is training state, not the
-policy's layout: it is left out here, and a checkpoint saved before it existed restores
-without it (:func:`missing_memory`).
+policy's layout: it is read apart (``CheckpointLayout.memory``, :func:`held_memory`), so
+that memory saved for another baseline is refused, and a checkpoint saved before it existed
+restores without it (:func:`missing_memory`).
 """
 from __future__ import annotations
 
@@ -34,7 +35,16 @@ def saved_layout(path: str) -> CheckpointLayout:
     policy = {n: (tuple(shapes[n]), dtypes[n].name) for n in shapes
               if n not in slots and n not in _ADAM_ONLY and not n.startswith(_MEMORY)
               and not n.startswith(_VALUE_OPTIMIZER)}
-    return CheckpointLayout(variables=policy, optimizer="adam" if adam else "sgd")
+    memory = {n[len(_MEMORY):]: tuple(shapes[n]) for n in shapes if n.startswith(_MEMORY)}
+    return CheckpointLayout(variables=policy, optimizer="adam" if adam else "sgd",
+                            memory=memory)
+
+
+def held_memory(graph: tf.Graph) -> dict[str, tuple[int | None, ...]]:
+    """The agent's memory variables in ``graph``, field -> static shape (``None``: any)."""
+    with graph.as_default():
+        return {v.op.name[len(_MEMORY):]: tuple(v.shape.as_list())
+                for v in tf.compat.v1.global_variables() if v.op.name.startswith(_MEMORY)}
 
 
 def missing_memory(path: str, graph: tf.Graph) -> list[tf.Variable]:

@@ -9,7 +9,7 @@ place gives both twins the same refusal with the same message.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.errors import IncompatibleCheckpointError
@@ -27,6 +27,10 @@ class CheckpointLayout:
     """Canonical name (``policy/dense_0/kernel``, ``value/...``) -> (shape, dtype name)."""
     optimizer: str
     """``adam`` (moment slots saved) or ``sgd`` (no slots)."""
+    memory: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
+    """An episodic baseline's memory, field (``num``, ``den``, ``sum_r``, ``count``,
+    ``horizon``) -> shape; ``None`` where the agent takes any size (``optimal_time``'s
+    rows). Empty: none saved, or none kept by the agent's baseline."""
 
 
 def agent_layout(spec: PolicySpec, config: ReinforceConfig) -> CheckpointLayout:
@@ -55,7 +59,30 @@ def layout_problems(saved: CheckpointLayout, agent: CheckpointLayout) -> list[st
             problems.append(f"{name}: in the checkpoint {_describe(shape, dtype)}, not in the agent")
     if saved.optimizer != agent.optimizer:
         problems.append(f"optimizer: checkpoint {saved.optimizer}, agent {agent.optimizer}")
-    return problems
+    return problems + _memory_problems(saved.memory, agent.memory)
+
+
+def _memory_problems(saved: dict, agent: dict) -> list[str]:
+    """The baseline memory's differences. A checkpoint without memory fits any agent (one
+    saved before the memory was the agent's: ``pgtwin train`` restores it from
+    ``baseline_memory.npz``); memory saved for another baseline, or a policy of another
+    size, does not."""
+    if not saved:
+        return []
+    held = ", ".join(f"{k} {tuple(v)}" for k, v in sorted(saved.items()))
+    if not agent:
+        return [f"baseline_memory: in the checkpoint ({held}), not in the agent, whose "
+                "baseline keeps none: restore into an agent built with the checkpoint's "
+                "episodic baseline"]
+
+    def fits(shape, want):
+        return len(shape) == len(want) and all(w is None or s == w for s, w in zip(shape, want))
+    if set(saved) == set(agent) and all(fits(saved[k], agent[k]) for k in agent):
+        return []
+    want = ", ".join(f"{k} {tuple('any' if d is None else d for d in v)}"
+                     for k, v in sorted(agent.items()))
+    return [f"baseline_memory: checkpoint {held}, agent {want} (a memory saved for another "
+            "episodic baseline or policy size)"]
 
 
 def check_layout(path: str, saved: CheckpointLayout, agent: CheckpointLayout) -> None:

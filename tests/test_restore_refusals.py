@@ -124,3 +124,36 @@ def test_a_missing_checkpoint_is_named(tmp_path, impl):
             agent.restore(missing)
     finally:
         agent.close()
+
+
+# hidden=(8,): P = 4*8 + 8 + 8*2 + 2 = 58 weights; optimal_per_param's memory holds num and
+# den of [P], sum_r and count scalars; optimal_time's num and den [rows, P], sum_r [rows, 1].
+MEMORY_REFUSALS = {
+    "none": "baseline_memory: in the checkpoint (count (), den (58,), num (58,), sum_r ()), "
+            "not in the agent, whose baseline keeps none",
+    "optimal_time": "baseline_memory: checkpoint count (), den (58,), num (58,), sum_r (), "
+                    "agent count (), den ('any', 58), horizon (), num ('any', 58), "
+                    "sum_r ('any', 1) (a memory saved for another episodic baseline",
+}
+
+
+@pytest.mark.parametrize("wanted", sorted(MEMORY_REFUSALS))
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_baseline_memory_the_agent_cannot_hold_is_refused_before_anything_is_restored(
+        tmp_path, impl, wanted):
+    # Before: the graph twin's Saver restored the weights and left a [58] memory in scalar
+    # or [rows, 58] variables, failing at the next update; the eager twin raised TensorFlow's
+    # own error, for some baselines after the weights were restored.
+    path = _saved(tmp_path, impl, hidden=(8,), baseline="optimal_per_param")
+    err = _refusal(impl, path, (8,), baseline=wanted)
+    assert MEMORY_REFUSALS[wanted] in str(err)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_checkpoint_without_memory_still_restores_into_an_episodic_agent(tmp_path, impl):
+    path = _saved(tmp_path, impl, hidden=(8,), baseline="none")
+    agent = agent_class(impl)(_spec((8,)), ReinforceConfig(baseline="optimal_per_param"), seed=2)
+    try:
+        agent.restore(path)
+    finally:
+        agent.close()
