@@ -220,3 +220,19 @@ def test_bad_requests_name_the_problem(impl):
     with pytest.raises(ValueError, match=r"actions\[1\] = 7 is out of range"):
         lstm.per_sample_sq_norms(obs, np.array([0, 7]))
     lstm.close()
+
+
+@pytest.mark.parametrize("impl", TWINS)
+def test_a_saturated_row_whose_input_square_overflows_has_a_finite_norm(impl):
+    # obs[0] = [3e19, 0, ...]: finite in float32, its square (9e38) is not. The first layer's
+    # tanh saturates, so no delta reaches that layer and every gradient of the row is finite;
+    # the ghost norm (||a||^2 + 1) ||delta||^2 must be 0 for that layer, not inf * 0 = NaN.
+    agent = make_agent(impl, "categorical_mlp", "float32")
+    obs, actions = random_inputs(KINDS["categorical_mlp"], 2, seed=3)
+    obs[0] = 0.0
+    obs[0, 0] = 3e19
+    norms = agent.per_sample_sq_norms(obs, actions)
+    want = flat_sq_norms(agent.per_sample_gradients(obs, actions, method="loop"))
+    assert np.all(np.isfinite(norms)), norms
+    np.testing.assert_allclose(norms, want, **TOL["float32"])
+    agent.close()

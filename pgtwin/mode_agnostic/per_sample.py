@@ -223,6 +223,10 @@ def ghost_sq_norms(traced: LayerDeltas) -> tf.Tensor:
     rank one). The LSTM's gate layer, whose gradient ``sum_t a_t^T delta_t`` sums K steps:
     ``sum_{t,s} (a_t . a_s + 1)(delta_t . delta_s)``, from two ``[B, K, K]`` Gram matrices
     (the sequence ghost norm of Li et al. 2022). Plus ``||d log_std_i||^2``.
+
+    A zero delta gives a zero product even where ``||a_i||^2`` overflows: a saturated tanh
+    passes no gradient back from an observation as large as 3e19 (float32), whose square is
+    inf, and ``inf * 0`` would make that row's norm NaN where every gradient is finite.
     """
     total = 0.0
     for layer, delta in zip(traced.layers, traced.deltas):
@@ -230,10 +234,10 @@ def ghost_sq_norms(traced: LayerDeltas) -> tf.Tensor:
         if a.shape.rank == 3:
             gram_a = tf.matmul(a, a, transpose_b=True)
             gram_d = tf.matmul(delta, delta, transpose_b=True)
-            total += tf.reduce_sum((gram_a + 1.0) * gram_d, axis=[1, 2])
+            total += tf.reduce_sum(tf.math.multiply_no_nan(gram_a + 1.0, gram_d), axis=[1, 2])
         else:
             a_sq = tf.reduce_sum(tf.square(a), axis=1)
-            total += (a_sq + 1.0) * tf.reduce_sum(tf.square(delta), axis=1)
+            total += tf.math.multiply_no_nan(a_sq + 1.0, tf.reduce_sum(tf.square(delta), axis=1))
     if traced.log_std_grads is not None:
         total += tf.reduce_sum(tf.square(traced.log_std_grads), axis=1)
     return total
