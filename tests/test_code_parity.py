@@ -128,15 +128,35 @@ def test_rmsprop_with_tf1s_settings_parts_at_the_mean_squares_start_until_it_is_
     assert not any("mean square" in r.note or "beta_2" in r.note for r in report.rows)
 
 
-def test_a_clipping_left_out_parts_at_a_small_learning_rate():
-    # TF1 clips the gradients' global norm to 0.05 before Adam at lr 1e-4; the migration
-    # does not clip. Adam's first step is lr * g / (|g| + eps) either way, so the clip only
-    # shows after it (m and v then mix gradients of different scale), by a part of a step
-    # of ~1e-4: under the default float32 atol of 1e-4, over 1% of the step.
-    lr = 1e-4
-    optimizer = keras.optimizers.Adam(lr, epsilon=1e-8)
-    report = compare_programs(up.tf1_clipped_program(lr, 0.05),
+def test_a_clipping_left_out_is_caught_at_adams_first_step_by_the_gradient_taken():
+    # TF1 clips the gradients' global norm to 0.05 before Adam; the migration does not clip.
+    # Adam's first step is lr * g / (|g| + eps) either way, so the weights agree after it,
+    # but Adam's m holds (1 - beta_1) times the clipped gradient in TF1, the whole one in
+    # TF2.
+    optimizer = keras.optimizers.Adam(1e-4, epsilon=1e-8)
+    report = compare_programs(up.tf1_clipped_program(1e-4, 0.05),
                               up.tf2_program(optimizer=optimizer), BATCH, steps=3)
+    bad = failing(report)
+    assert bad and all(r.item.endswith("train step's gradient") and "step 1/3" in r.context
+                       for r in bad), report.to_table()
+    assert all(r.note.startswith("TF1 clips the gradients by their global norm in its graph "
+                                 "and the Keras optimizer does not clip: set global_clipnorm")
+               for r in bad), bad[0].note
+    optimizer = keras.optimizers.Adam(1e-4, epsilon=1e-8, global_clipnorm=0.05)
+    report = compare_programs(up.tf1_clipped_program(1e-4, 0.05),
+                              up.tf2_program(optimizer=optimizer), BATCH, steps=3)
+    assert report.ok, report.to_table()
+
+
+def test_a_clipping_left_out_parts_at_a_small_learning_rate():
+    # TF1 clips the gradients' global norm to 0.05 before plain gradient descent at lr 1e-4;
+    # the migration does not clip. The first step then differs by lr (1 - 0.05 / |g|) g, a
+    # part of a step of ~1e-4: under the default float32 atol of 1e-4, over 1% of the step.
+    lr = 1e-4
+    tf1_program = dataclasses.replace(up.tf1_program(), build=lambda: up.PolicyGradient(
+        lr=lr, clip_norm=0.05, optimizer=tf1.train.GradientDescentOptimizer))
+    report = compare_programs(tf1_program, up.tf2_program(optimizer=keras.optimizers.SGD(lr)),
+                              BATCH, steps=3)
     bad = failing(report)
     assert bad and {r.rung for r in bad} == {"weights"}, report.to_table()
     assert all(r.max_abs < 1e-4 for r in bad)  # what the fixed atol let pass
@@ -150,9 +170,8 @@ def test_a_clipping_left_out_parts_at_a_small_learning_rate():
     assert all(r.note.startswith("TF1 clips the gradients by their global norm in its graph "
                                  "and the Keras optimizer does not clip: set global_clipnorm")
                for r in bad), bad[0].note
-    optimizer = keras.optimizers.Adam(lr, epsilon=1e-8, global_clipnorm=0.05)
-    report = compare_programs(up.tf1_clipped_program(lr, 0.05),
-                              up.tf2_program(optimizer=optimizer), BATCH, steps=3)
+    report = compare_programs(tf1_program, up.tf2_program(
+        optimizer=keras.optimizers.SGD(lr, global_clipnorm=0.05)), BATCH, steps=3)
     assert report.ok, report.to_table()
 
 
@@ -266,6 +285,33 @@ def test_a_train_step_that_updates_the_wrong_variables_is_named():
     bad = report.first_failure
     assert bad.rung == "weights" and bad.item.startswith("policy/fc1/weights")
     assert "did not change this variable" in bad.note
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_each_train_steps_gradient_is_read_from_adams_first_moment(dtype):
+    # After one step from m = 0, m = (1 - beta_1) g: the rows recover g on both sides. A
+    # faithful migration takes the loss's gradient in its train step.
+    report = compare_programs(up.tf1_program(dtype), up.tf2_program(dtype), BATCH, steps=1)
+    assert report.ok, report.to_table()
+    rows = [r for r in report.rows if r.item.endswith("train step's gradient")]
+    assert len(rows) == 4 and all("step 1/1" in r.context for r in rows)
+
+
+def test_a_train_step_minimising_twice_the_loss_is_caught_though_adam_hides_it():
+    # Adam's step lr m / (sqrt(v) + eps) is the same for g and 2g but for eps (1e-8 against
+    # |g| ~ 1e-2): the weights agree after every step, and only the gradient the train step
+    # took, 2g against g (max_rel 1/2), shows the doubled loss.
+    report = compare_programs(up.tf1_program(), up.tf2_program(train_loss_scale=2.0), BATCH,
+                              steps=3)
+    bad = failing(report)
+    assert {r.item.split(" ->")[0] for r in bad} == {"policy/fc1/weights", "policy/fc1/biases",
+                                                     "policy/out/weights", "policy/out/biases"}
+    assert all(r.item.endswith("train step's gradient") and "step 1/3" in r.context
+               for r in bad), report.to_table()
+    assert all(abs(r.max_rel - 0.5) < 1e-4 for r in bad)
+    assert "minimises another loss than TF2Program.loss" in bad[0].note
+    weights = [r for r in report.rows if "step 1/3" in r.context and r.item.endswith("kernel")]
+    assert weights and all(r.ok for r in weights)  # what the weights alone say
 
 
 def test_a_keras_dense_that_gained_a_bias_is_told_use_bias_not_to_map_a_kernel():

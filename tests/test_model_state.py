@@ -216,3 +216,31 @@ def test_a_keras_schedule_goes_on_from_tf1s_global_step(tmp_path, kind):
         assert int(agent.optimizer.iterations.numpy()) == 0
         assert any("starts again from step 0, not TF1's global_step 3" in n
                    for n in result.notes)
+
+
+@pytest.mark.parametrize("how", ["model", "layers"])
+def test_a_frozen_target_network_is_state_on_both_sides_and_a_faithful_migration_passes(how):
+    # Keras 3 keeps `trainable` on its own variable: the tf.Variable behind a frozen layer's
+    # weight says trainable=True, and a tape watches it. It must still count as state, as
+    # TF1's trainable=False variables do.
+    from tests import target_programs as tp
+    report = compare_programs(tp.tf1_program(), tp.tf2_program(how), tp.make_batch(), steps=2)
+    assert report.ok, report.to_table()
+    state = {p["tf1"]: p["tf2"] for p in report.pairs if p["role"] == "state"}
+    assert state == {"target/w1": "target/target_h/kernel", "target/b1": "target/target_h/bias",
+                     "target/w2": "target/target_v/kernel"}
+    trained = [p["tf1"] for p in report.pairs if p["role"] == "trained"]
+    assert trained == ["online/w1", "online/b1", "online/w2"]
+
+
+def test_a_target_network_left_trainable_in_tf2_is_named_with_the_fix():
+    from tests import target_programs as tp
+    report = compare_programs(tp.tf1_program(), tp.tf2_program("forgotten"), tp.make_batch())
+    assert not report.ok and report.first_failure.rung == "variables"
+    notes = {r.item: r.note for r in report.rows if r.rung == "variables"}
+    assert ("trained in TF2, while TF1 holds target/w1 of shape (3, 6) as state (not "
+            "trainable): if it is a frozen copy (a target network), freeze the TF2 layer"
+            ) in notes["TF2 target/target_h/kernel"]
+    # the bias's message is this one too, not "the other side has no bias"
+    assert "no bias" not in notes["TF2 target/target_h/bias"]
+    assert "while TF2 trains target/target_h/bias" in notes["TF1 target/b1"]

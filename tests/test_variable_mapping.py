@@ -183,3 +183,35 @@ def test_initial_value_rows_constants_and_distributions():
     warned = initial_value_row("k", glorot, other, False, "")
     assert warned.ok and warned.note.startswith("WARNING") and "std ratio" in warned.note
     assert math.isinf(warned.max_rel)
+
+
+def test_scoped_names_win_where_the_creation_order_would_cross_equal_shapes():
+    # TF1 builds the actor's hidden layer before the critic's; the TF2 loss reads the critic
+    # first. Both are (16, 16): by order alone actor_h would pair with critic_h.
+    def net(prefix, first, second):
+        names = [("embed", (4, 16)), (first, (16, 16)), (second, (16, 16)), ("pi", (16, 2))]
+        return [VariableInfo(f"{prefix}{n}/{leaf}", shape if leaf == "kernel" else shape[1:])
+                for n, shape in names for leaf in ("kernel", "bias")]
+    tf1, tf2 = net("", "actor_h", "critic_h"), net("ac/", "critic_h", "actor_h")
+    pairs = {p.tf1.name: (p.tf2.name, p.how) for p in infer_mapping(tf1, tf2).pairs}
+    assert pairs["actor_h/kernel"] == ("ac/actor_h/kernel", "name (the creation order disagreed)")
+    assert pairs["critic_h/bias"][0] == "ac/critic_h/bias"
+    assert pairs["embed/kernel"] == ("ac/embed/kernel", "creation order and shape")
+    # Where the order agrees with the names, it keeps its label.
+    agreeing = infer_mapping(tf1, net("ac/", "actor_h", "critic_h")).pairs
+    assert {p.how for p in agreeing} == {"creation order and shape"}
+
+
+def test_a_bias_left_over_because_one_side_shares_a_layer_is_not_called_missing():
+    # TF1 calls one torso twice (reuse=True); the migration built it twice. TF1's one bias
+    # is paired, so the TF2 second bias is left: the other side *has* a bias of its shape.
+    tf1 = [VariableInfo("torso/W", (4, 16)), VariableInfo("torso/b", (16,)),
+           VariableInfo("pi/W", (16, 2)), VariableInfo("pi/b", (2,))]
+    tf2 = [VariableInfo("torso/kernel", (4, 16)), VariableInfo("torso/bias", (16,)),
+           VariableInfo("torso_b/kernel", (4, 16)), VariableInfo("torso_b/bias", (16,)),
+           VariableInfo("pi/kernel", (16, 2)), VariableInfo("pi/bias", (2,))]
+    problems = {p.variable.name: p.message for p in infer_mapping(tf1, tf2).problems}
+    assert "use_bias=False" not in problems["torso_b/bias"]
+    assert ("Every bias of shape (16,) on the other side is paired already (torso/b (16,)): "
+            "if one side shares a layer (reuse=True, a Keras layer called twice)"
+            ) in problems["torso_b/bias"]

@@ -67,7 +67,8 @@ class KerasAgent:
 
     def __init__(self, dtype="float32", epsilon=1e-8, reduce=tf.reduce_mean, from_logits=True,
                  kernel_initializer="glorot_uniform", last_activation=None, out_bias=True,
-                 optimizer=None, train_last_layer_only=False, rmsprop_start=None, l2=None):
+                 optimizer=None, train_last_layer_only=False, rmsprop_start=None, l2=None,
+                 train_loss_scale=1.0):
         self.model = keras.Sequential([
             keras.layers.Dense(HIDDEN, activation="tanh", kernel_initializer=kernel_initializer,
                                kernel_regularizer=keras.regularizers.l2(l2) if l2 else None,
@@ -86,6 +87,7 @@ class KerasAgent:
                                                              reduction=None, dtype=dtype)
         self.reduce = reduce
         self.train_last_layer_only = train_last_layer_only
+        self.train_loss_scale = train_loss_scale  # a train step that minimises another loss
 
     def compute_loss(self, obs, actions, returns):
         logits = self.model(obs)
@@ -94,7 +96,7 @@ class KerasAgent:
 
     def train_step(self, obs, actions, returns):
         with tf.GradientTape() as tape:
-            loss = self.compute_loss(obs, actions, returns)["loss"]
+            loss = self.compute_loss(obs, actions, returns)["loss"] * self.train_loss_scale
         variables = (self.model.layers[-1].trainable_variables if self.train_last_layer_only
                      else self.model.trainable_variables)
         grads = tape.gradient(loss, variables)

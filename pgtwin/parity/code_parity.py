@@ -27,7 +27,7 @@ from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.learning_rates import MOMENTUM_RATE_CHANGE, learning_rate_row
 from pgtwin.parity.loss_hints import ratio_hint, regularization_hint, softmax_hint
-from pgtwin.parity.model_state import STATE_CAUSE, STATE_MOVED, split_name_map
+from pgtwin.parity.model_state import STATE_CAUSE, STATE_MOVED, explain_roles, split_name_map
 from pgtwin.parity.optimizer_config import (clipping_hint, drift_hint, float32_rounding,
                                             keras_optimizer, optimizer_rows, rounded_to_float32,
                                             tf1_clipping)
@@ -109,6 +109,7 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     weights_map, state_map = split_name_map(name_map, set(legacy.state))
     mapping = infer_mapping(legacy.infos(), eager.infos(), weights_map)
     state = infer_mapping(legacy.state_infos(), eager.state_infos(), state_map)
+    explain_roles(mapping, state)
     report.mapping_table = mapping.to_table()
     report.pairs = mapping.to_records("trained") + state.to_records("state")
     if state.pairs or state.problems:
@@ -141,7 +142,7 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     if steps:
         report.rows.extend(_weights_rung(legacy, eager, mapping, state, steps, optimizer,
                                          dtype, *tol["weights"], ctx, step_scaled=atol is None,
-                                         stuck=stuck))
+                                         stuck=stuck, grad_tol=tol["gradients"]))
     return report
 
 
@@ -235,10 +236,16 @@ Adam's float32 noise measured up to 1.2e-5 after 5 steps of ~1e-2 (docs/migratio
 def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                   state: VariableMapping, steps: int, optimizer: Any, dtype: str, rtol: float,
                   atol: float, ctx: str, step_scaled: bool = True,
-                  stuck: set[str] = frozenset()) -> list[Row]:
+                  stuck: set[str] = frozenset(),
+                  grad_tol: tuple[float, float] = (0.0, 0.0)) -> list[Row]:
     """The optimizers' rows, then the pairs and the state pairs after each step (the first
     step that parts). ``stuck``: TF1 names whose TF2 gradient is None, which no TF2 step
     can move (their rows say so, not that the step updates the wrong variables).
+
+    Where both sides step with Adam, the first step's rows start with the gradient each
+    train step took, read from Adam's first moment (:func:`_train_gradient_rows`, at the
+    gradients rung's ``grad_tol``): a first Adam step moves each weight by about
+    ``lr sign(g)``, so the weights after it hide a train step whose gradient is wrong.
 
     ``step_scaled`` (the default tolerances): a pair's ``atol`` is at most
     :data:`STEP_FRACTION` of its larger step (see :func:`_weight_row`)."""
@@ -246,14 +253,14 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     if any(not r.ok and r.item == "train step" for r in rows):
         return rows
     tf1_kind, tf1_settings = legacy.optimizer()
-    hint, cause, kind, settings = "", "", "", {}
+    hint, cause, clipping, kind, settings = "", "", "", "", {}
     if eager.optimizer is not None:
         kind, settings = keras_optimizer(eager.optimizer)
         rows.extend(optimizer_rows(tf1_kind, tf1_settings, kind, settings,
                                    ("its train_op", type(eager.optimizer).__name__), ctx))
+        clipping = clipping_hint(tf1_clipping(legacy.train_op), settings)
         cause = "; ".join(x for x in (
-            drift_hint(tf1_kind, eager.optimizer) if tf1_kind == kind else "",
-            clipping_hint(tf1_clipping(legacy.train_op), settings)) if x)
+            drift_hint(tf1_kind, eager.optimizer) if tf1_kind == kind else "", clipping) if x)
         if dtype == "float64" and rounded_to_float32(tf1_settings, settings):
             rtol, atol = tolerances("float32")["weights"]
             hint = "compared at float32 tolerance: " + float32_rounding(tf1_kind, tf1_settings,
@@ -273,14 +280,19 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
             if kind == "sgd" and settings.get("momentum") and rate != first_rate:
                 step_cause = "; ".join(x for x in (cause, MOMENTUM_RATE_CHANGE) if x)
         before1, before2 = _all_values(legacy), _all_values(eager)
+        adam = step == 1 and tf1_kind == kind == "adam"
+        moments = (legacy.adam_moments(), eager.adam_moments()) if adam else None
         failure = _run_steps(legacy, eager, where)
         if failure is not None:
             return rows + [failure]
         after1, after2 = _all_values(legacy), _all_values(eager)
-        step_rows = [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
-                                 rtol, atol, where, hint, step_cause, step_scaled,
-                                 STUCK_MOVED if p.tf1.name in stuck else WEIGHT_MOVED)
-                     for p in mapping.pairs]
+        step_rows = [] if moments is None else _train_gradient_rows(
+            legacy, eager, mapping, moments, (tf1_settings["beta_1"], settings["beta_1"]),
+            *grad_tol, where, clipping or TRAIN_GRADIENT)
+        step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
+                                  rtol, atol, where, hint, step_cause, step_scaled,
+                                  STUCK_MOVED if p.tf1.name in stuck else WEIGHT_MOVED)
+                      for p in mapping.pairs]
         step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
                                   rtol, atol, where, "",
                                   _state_cause(p.tf1.name, p.tf2.name, before1, after1,
@@ -289,6 +301,42 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                       for p in state.pairs]
         if not all(r.ok for r in step_rows) or step == steps:
             return rows + step_rows
+    return rows
+
+
+TRAIN_GRADIENT = ("the gradient the train step took (from Adam's first moment) parts: "
+                  "where the gradients rung passed, the TF2 train step minimises another "
+                  "loss than TF2Program.loss (a term such as the entropy bonus or the value "
+                  "loss left out, added twice, or scaled: Adam's steps hide a scale) or "
+                  "applies other gradients (clipped, or of other variables)")
+"""The note of a train-step gradient row that parts (:func:`_train_gradient_rows`)."""
+
+
+def _train_gradient_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
+                         moments: tuple[dict, dict], beta_1: tuple[float, float], rtol: float,
+                         atol: float, where: str, note: str) -> list[Row]:
+    """Per pair with Adam slots on both sides: the gradient each side's first train step
+    applied, ``g = (m_after - beta_1 m_before) / (1 - beta_1)`` (Adam's first-moment
+    update solved for g; a Keras slot not built before the step was 0), with ``note`` where
+    they part (a clipping one side does, else :data:`TRAIN_GRADIENT`). None for a pair
+    where either side has no slot, or a step left a side's m as it was (it applied no
+    gradient to the variable: its weights row names the side that did not move it)."""
+    (before1, before2), after1, after2 = moments, legacy.adam_moments(), eager.adam_moments()
+    rows = []
+    for p in mapping.pairs:
+        a, b = p.tf1.name, p.tf2.name
+        if a not in after1 or b not in after2 or any(
+                np.array_equal(after[n], before.get(n, np.zeros_like(after[n])))
+                for after, before, n in ((after1, before1, a), (after2, before2, b))):
+            continue  # a step that left m as it was applied no gradient: the weights say so
+        g1, g2 = ((np.asarray(after[n], np.float64)
+                   - beta * np.asarray(before.get(n, 0.0), np.float64)) / (1.0 - beta)
+                  for after, before, n, beta in ((after1, before1, a, beta_1[0]),
+                                                 (after2, before2, b, beta_1[1])))
+        row = compare_arrays("weights", f"{a} -> {b}: train step's gradient", g1, g2, rtol,
+                             atol, where)
+        rows.append(row if row.ok else Row(row.rung, row.item, row.max_abs, row.max_rel,
+                                           False, note, where))
     return rows
 
 

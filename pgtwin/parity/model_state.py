@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin.parity.graph_walk import upstream_ops
+from pgtwin.parity.variable_mapping import MappingProblem, VariableMapping
 
 tf1 = tf.compat.v1
 
@@ -104,14 +105,58 @@ def tf2_state_variables(*owners: Any) -> list[Any]:
     return []
 
 
-def _non_trainable(owner: Any) -> list[Any]:
+def _non_trainable(owner: Any, depth: int = 2) -> list[Any]:
     """A Keras model's (or layer's) ``non_trainable_variables``, a ``tf.Module``'s
-    variables less its trainable ones, else none."""
+    variables less its trainable ones; for any other object, those of the models and
+    modules its attributes hold (``depth`` levels down: an agent holding an online and a
+    frozen target network), else none."""
     found = getattr(owner, "non_trainable_variables", None)
     if found is None and isinstance(owner, tf.Module):
         trainable = {id(v) for v in owner.trainable_variables}
         found = [v for v in owner.variables if id(v) not in trainable]
+    if found is None and depth > 0 and hasattr(owner, "__dict__"):
+        return [v for value in vars(owner).values() for v in _non_trainable(value, depth - 1)]
     return list(found or [])
+
+
+def explain_roles(weights: VariableMapping, state: VariableMapping) -> None:
+    """Where a variable is trained on one side and the other holds one of its shape as
+    state, say so in both problems (in place): the pairing of each kind alone finds no
+    partner for either, and its messages (no variable of this shape, no bias) mislead.
+
+    The common case is a frozen copy, a target network: TF1 makes it with
+    ``trainable=False``, and a migration that forgot ``layer.trainable = False`` trains it.
+    """
+    def across(problem: MappingProblem, others: list[MappingProblem]) -> list[MappingProblem]:
+        return [o for o in others if o.side != problem.side
+                and o.variable.shape == problem.variable.shape]
+
+    def names(found: list[MappingProblem]) -> str:
+        return ", ".join(o.variable.name for o in found)
+
+    trained, held = list(weights.problems), list(state.problems)
+    for i, p in enumerate(trained):
+        other = across(p, held)
+        if not other:
+            continue
+        if p.side == "TF2":
+            fix = ("if it is a frozen copy (a target network), freeze the TF2 layer "
+                   "(layer.trainable = False, or build it with trainable=False); if it "
+                   "should train, create the TF1 variable with trainable=True")
+        else:
+            fix = ("make the TF2 one trainable; if it is a frozen copy (a target network), "
+                   "create the TF1 variable with trainable=False")
+        other_side = other[0].side
+        trained[i] = MappingProblem(p.side, p.variable, (
+            f"trained in {p.side}, while {other_side} holds {names(other)} of shape "
+            f"{p.variable.shape} as state (not trainable): {fix}"))
+    for i, p in enumerate(held):
+        other = across(p, weights.problems)
+        if other:
+            held[i] = MappingProblem(p.side, p.variable, (
+                f"not trainable in {p.side}, while {other[0].side} trains {names(other)} of "
+                f"this shape: see {'that row' if len(other) == 1 else 'those rows'}"))
+    weights.problems[:], state.problems[:] = trained, held
 
 
 def split_name_map(name_map: Mapping[str, str] | None, state_names: set[str]

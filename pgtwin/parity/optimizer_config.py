@@ -92,6 +92,23 @@ def tf1_optimizer(train_op: Any, session: Any, feed: Mapping | None = None,
     return next(iter(found.values()))
 
 
+def tf1_adam_moments(train_op: Any, graph: tf.Graph, variables: Mapping[str, Any]
+                     ) -> dict[str, Any]:
+    """``{name: Adam's first-moment slot variable}`` for each of ``variables`` (name ->
+    variable) that ``train_op`` updates by ``(Resource)ApplyAdam``: the apply op's second
+    input, whatever the optimizer's name made of the slot's (``W/Adam``, ``W/pi_adam``)."""
+    start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
+    names = {v.op: name for name, v in variables.items()}
+    with graph.as_default():
+        slots = {v.op: v for v in tf1.global_variables()}
+    out = {}
+    for op in upstream_ops(start):
+        if _op_kind(op.type) == "ApplyAdam" and op.inputs[0].op in names \
+                and op.inputs[1].op in slots:
+            out[names[op.inputs[0].op]] = slots[op.inputs[1].op]
+    return out
+
+
 def keras_optimizer(optimizer: Any) -> tuple[str, dict[str, float]]:
     """``(kind, settings)`` of a Keras 3 or ``tf_keras`` optimizer, from ``get_config()``."""
     config = dict(optimizer.get_config())

@@ -22,7 +22,7 @@ from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_bui
                                        program_failed, require_eager)
 from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.model_state import state_kept, tf1_state_variables, variable_ops
-from pgtwin.parity.optimizer_config import tf1_optimizer
+from pgtwin.parity.optimizer_config import tf1_adam_moments, tf1_optimizer
 from pgtwin.parity.programs import TF1Program, resolve
 from pgtwin.parity.tf_patches import replaced, slim_names
 from pgtwin.parity.variable_mapping import VariableInfo
@@ -276,6 +276,12 @@ class TF1Side:
         under the update ops' control would run them, so the state is put back)."""
         with state_kept(self):
             return tf1_optimizer(self.train_op, self.session, self.feed, self.variables.values())
+
+    def adam_moments(self) -> dict[str, np.ndarray]:
+        """``{name: Adam's first moment m}`` now, for the compared variables the
+        ``train_op`` steps with Adam (``optimizer_config.tf1_adam_moments``); else empty."""
+        slots = tf1_adam_moments(self.train_op, self.graph, self.variables)
+        return dict(zip(slots, self.session.run(list(slots.values())))) if slots else {}
 
     def load_state(self, values: Mapping[str, np.ndarray]) -> None:
         """Assign every state variable its value in ``values``."""

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from pgtwin.migrate.keras_adam_state import adam_slots, is_keras_adam
 from pgtwin.parity.code_checks import (LegacyCodeError, ProgramBuildError, eager_guard,
                                        program_failed, require_eager)
 from pgtwin.parity.model_state import state_kept, tf2_state_variables
@@ -55,6 +56,27 @@ def _owned_trainable(obj: Any, depth: int = 2) -> list[Any]:
     for value in vars(obj).values():
         out.extend(_owned_trainable(value, depth - 1))
     return out
+
+
+def _frozen(obj: Any) -> set[int]:
+    """``id``s of the ``tf.Variable``s behind the Keras variables that say they are not
+    trainable, in every layer reachable from ``obj``.
+
+    Keras 3 keeps ``trainable`` on its own variable: a layer built with ``trainable=False``,
+    or frozen after it was built (a target network), holds ``tf.Variable``s that still say
+    ``trainable=True``, so a tape watches them like any weight. They are the model's state,
+    as TF1's ``trainable=False`` variables are (:mod:`pgtwin.parity.model_state`)."""
+    return {id(underlying(v)) for layer in _layers(obj) for v in _layer_variables(layer)
+            if getattr(v, "trainable", True) is False}
+
+
+def _layer_variables(layer: Any) -> list[Any]:
+    """A Keras layer's own and its sublayers' variables, as it holds them (none for a
+    tf_keras layer not built yet)."""
+    try:
+        return list(getattr(layer, "weights", None) or [])
+    except ValueError:
+        return []
 
 
 def _is_layer(value: Any) -> bool:
@@ -117,7 +139,8 @@ class TF2Side:
         with state_kept(self), tf.GradientTape() as tape:
             loss_results(_users(lambda: program.loss(self.obj, dict(self.inputs)),
                                 f"{what}.loss"), f"{what}.loss")
-        watched = [v for v in tape.watched_variables() if v.trainable]
+        frozen = _frozen(self.obj)
+        watched = [v for v in tape.watched_variables() if v.trainable and id(v) not in frozen]
         if not watched:
             raise ValueError(f"{what}.loss read no trainable variable: it must compute the "
                              "loss from the model's variables (not from numpy values)")
@@ -211,6 +234,23 @@ class TF2Side:
                    if k == "loss" or keys is None or k in keys}
         return outputs, {n: None if g is None else np.asarray(g)
                          for n, g in zip(self.variables, grads)}
+
+    def adam_moments(self) -> dict[str, np.ndarray]:
+        """``{name: Adam's first moment m}`` now, for the compared variables a built Keras
+        ``Adam`` holds slots for; empty for another optimizer or one not built yet (its m
+        is then 0)."""
+        if self.optimizer is None or not is_keras_adam(self.optimizer) \
+                or not getattr(self.optimizer, "built", True):
+            return {}
+        out = {}
+        for name, handle in self.handles.items():
+            try:
+                m, _ = adam_slots(self.optimizer, handle)
+            except (KeyError, ValueError, AttributeError, IndexError):  # not in its var_list
+                continue
+            if m is not None:
+                out[name] = np.asarray(m.numpy())
+        return out
 
     def has_step(self) -> bool:
         """True when the program gives a train step or an optimizer the harness can apply."""

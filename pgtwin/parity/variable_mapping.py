@@ -4,7 +4,8 @@ A migration renames every variable (``actor/fc1/W`` -> ``sequential/dense/kernel
 pairing is inferred, in this order:
 
 1. ``name_map`` (``{tf1 name: tf2 name}``), the user's word, applied first;
-2. creation order and shape: both lists in order (TF1: creation order; TF2: the order the
+2. creation order and shape (where it crosses two variables whose scoped names say the same,
+   ``actor_h/kernel`` ~ ``model/actor_h/kernel``, those names pair first): both lists in order (TF1: creation order; TF2: the order the
    loss first reads them, which is the layers' order), each variable a token
    ``(shape, kind)``, aligned like a diff (:class:`difflib.SequenceMatcher`), so a variable
    one side has and the other lacks (a bias a Keras ``Dense`` gained) leaves the rest
@@ -191,6 +192,7 @@ def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
     state = _Pairing(list(tf1), list(tf2))
     problems = _pair_by_name_map(state, name_map)
     if ordered:
+        _pair_named_against_order(state, skip=set(name_map))
         _pair_by_order(state, skip=set(name_map))
     _pair_by_shape_or_name(state, skip=set(name_map))
     problems += _unpaired(state, skip=set(name_map))
@@ -268,6 +270,38 @@ def _pair_by_order(state: _Pairing, skip: set[str]) -> None:
             state.pair(rest1[b.a + k], rest2[b.b + k], "creation order and shape")
 
 
+def _pair_named_against_order(state: _Pairing, skip: set[str]) -> None:
+    """Before rule 2: where the creation order would cross two variables whose scoped names
+    say otherwise, the names win, and rule 2 aligns the rest.
+
+    Equal shapes in another order are common (an actor's and a critic's hidden layers of
+    one width, the TF2 loss reading the critic first): the order alone pairs them crosswise.
+    A name counts here only where it says the same with its scope (``actor_h/kernel`` ~
+    ``model/actor_h/kernel``, not a bare ``kernel``) and names no other variable of its
+    token on either side. Only the pairs the order would cross are taken here; where the
+    order agrees with the names it pairs them itself (label "creation order and shape")."""
+    rest1, rest2 = state.left(skip)
+    named = []
+    for a in rest1:
+        fits = [c for c in rest2 if _token(c) == _token(a) and _scoped_same_name(a.name, c.name)]
+        back = [x for x in rest1 if fits and _token(x) == _token(a)
+                and _scoped_same_name(x.name, fits[0].name)]
+        if len(fits) == 1 and len(back) == 1:
+            named.append((a, fits[0]))
+    trial = _Pairing(list(state.tf1), list(state.tf2), dict(state.paired), set(state.used2))
+    _pair_by_order(trial, skip)
+    crossed = [(a, c) for a, c in named
+               if a.name not in trial.paired or trial.paired[a.name].tf2.name != c.name]
+    if any(a.name in trial.paired for a, _ in crossed):
+        for a, c in crossed:
+            state.pair(a, c, "name (the creation order disagreed)")
+
+
+def _scoped_same_name(a: str, b: str) -> bool:
+    """:func:`_same_name` with at least one scope component besides the leaf."""
+    return min(a.count("/"), b.count("/")) >= 1 and _same_name(a, b)
+
+
 def _pair_by_shape_or_name(state: _Pairing, skip: set[str]) -> None:
     """Rule 3: the one candidate whose name says the same, else the only one of its token."""
     rest1, _ = state.left(skip)
@@ -312,13 +346,14 @@ def _unpaired(state: _Pairing, skip: set[str]) -> list[MappingProblem]:
     problems = []
     for a in rest1:
         problems.append(MappingProblem("TF1", a, _why_unpaired(a, rest1, rest2)
-                                       + _bias_hint(a, rest2) + _fused_cell_hint(a, rest2)))
+                                       + _bias_hint(a, rest2, state.tf2)
+                                       + _fused_cell_hint(a, rest2)))
     unpaired1 = [a for a in state.tf1 if a.name not in state.paired]
     for c in rest2:
         same = [a for a in unpaired1 if a.shape == c.shape]
         msg = (f"no TF1 variable holds it (unpaired TF1: {_describe(unpaired1)})"
                if not same else f"ambiguous or of another kind: TF1 {_describe(same)}")
-        problems.append(MappingProblem("TF2", c, msg + _bias_hint(c, unpaired1)))
+        problems.append(MappingProblem("TF2", c, msg + _bias_hint(c, unpaired1, state.tf1)))
     return problems
 
 
@@ -370,13 +405,23 @@ _ONE_SIDE_FIX = {
 """Per kind a layer may lack: what to call it, and the Keras setting that leaves it out."""
 
 
-def _bias_hint(v: VariableInfo, other_side_left: Sequence[VariableInfo]) -> str:
+def _bias_hint(v: VariableInfo, other_side_left: Sequence[VariableInfo],
+               other_side: Sequence[VariableInfo]) -> str:
     """The fix for a bias, or a normalisation's scale or offset, that only one side has
-    (``use_bias``, ``scale``, ``center``), else ''."""
+    (``use_bias``, ``scale``, ``center``); where the other side has one of this shape but
+    it is paired already, the likelier cause (a layer one side shares and the other builds
+    twice); else ''."""
     k = name_kind(v.name)
-    if k not in _ONE_SIDE_FIX or any(kind(o.name, o.shape) == k and o.shape == v.shape
-                                     for o in other_side_left):
+
+    def alike(others):
+        return [o for o in others if kind(o.name, o.shape) == k and o.shape == v.shape]
+    if k not in _ONE_SIDE_FIX or alike(other_side_left):
         return ""
     what, fix = _ONE_SIDE_FIX[k]
+    taken = alike(other_side)
+    if taken:
+        return (f". Every {what} of shape {v.shape} on the other side is paired already "
+                f"({_describe(taken)}): if one side shares a layer (reuse=True, a Keras "
+                "layer called twice) that the other builds twice, share it on both")
     return (f". The other side has no {what} of shape {v.shape}: if that layer has none, "
             f"{fix}; nothing is invented for a variable that does not exist")
