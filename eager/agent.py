@@ -25,6 +25,7 @@ from pgtwin_core.rollout import Batch
 from pgtwin_core.specs import PolicySpec, check_weights, init_weights
 
 from pgtwin.mode_agnostic import distributions, forward_pass
+from pgtwin.mode_agnostic.checkpoint_reader import checkpoint_prefix
 
 from eager import network
 from eager.checkpoint_layout import held_memory, saved_layout, saved_memory
@@ -231,13 +232,17 @@ class ReinforceAgent:
         return {v.name.split(":")[0]: (tuple(v.shape.as_list()), v.dtype.name)
                 for v in self.variables.values()}
 
-    def save(self, path: str) -> str:
+    def save(self, path: str | os.PathLike) -> str:
         """Write a ``tf.train.Checkpoint`` (weights and optimizer state) at prefix ``path``."""
+        path = os.fspath(path)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         return self.checkpoint.write(path)
 
-    def restore(self, path: str) -> None:
+    def restore(self, path: str | os.PathLike) -> None:
         """Restore a checkpoint written by :meth:`save` (every value must match).
+
+        ``path``: the prefix :meth:`save` returned, or a directory holding one checkpoint
+        (``pgtwin.mode_agnostic.checkpoint_reader.checkpoint_prefix``).
 
         Raises ``IncompatibleCheckpointError`` (nothing restored) when the checkpoint's
         variables, shapes, dtypes or optimizer differ from this agent's, with the legacy
@@ -245,6 +250,7 @@ class ReinforceAgent:
         """
         memory = getattr(self.update_path, "checkpointed", {}).get("baseline_memory")
         held = held_memory(memory.vars) if memory is not None else {}
+        path = checkpoint_prefix(path)
         check_layout(path, saved_layout(path),
                      dataclasses.replace(agent_layout(self.spec, self.config), memory=held))
         checkpoint = self.checkpoint

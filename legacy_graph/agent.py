@@ -25,6 +25,7 @@ from pgtwin_core.rollout import Batch
 from pgtwin_core.specs import PolicySpec, check_weights, init_weights
 
 from pgtwin.mode_agnostic import distributions, forward_pass
+from pgtwin.mode_agnostic.checkpoint_reader import checkpoint_prefix
 from pgtwin.mode_agnostic.loss import reinforce_loss
 
 from legacy_graph import network
@@ -233,19 +234,24 @@ class ReinforceAgent:
         return {v.name.split(":")[0]: (tuple(v.shape.as_list()), v.dtype.base_dtype.name)
                 for v in self.variables.values()}
 
-    def save(self, path: str) -> str:
+    def save(self, path: str | os.PathLike) -> str:
         """Write a TF1 ``Saver`` checkpoint (weights and optimizer state) at prefix ``path``."""
+        path = os.fspath(path)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with self.graph.as_default():
             return self.saver.save(self.session, path, write_meta_graph=False)
 
-    def restore(self, path: str) -> None:
+    def restore(self, path: str | os.PathLike) -> None:
         """Restore a checkpoint written by :meth:`save`.
+
+        ``path``: the prefix :meth:`save` returned, or a directory holding one checkpoint
+        (``pgtwin.mode_agnostic.checkpoint_reader.checkpoint_prefix``).
 
         Raises ``IncompatibleCheckpointError`` (nothing restored) when the checkpoint's
         variables, shapes, dtypes or optimizer differ from this agent's: a ``Saver`` alone
         would load a (4, 64) kernel into a (4, 32) variable.
         """
+        path = checkpoint_prefix(path)
         check_layout(path, saved_layout(path), dataclasses.replace(
             agent_layout(self.spec, self.config), memory=held_memory(self.graph)))
         with self.graph.as_default():

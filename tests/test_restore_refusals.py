@@ -157,3 +157,36 @@ def test_a_checkpoint_without_memory_still_restores_into_an_episodic_agent(tmp_p
         agent.restore(path)
     finally:
         agent.close()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_pathlike_prefix_or_its_directory_restores(tmp_path, impl):
+    # The graph twin's Saver wrote a `checkpoint` file naming its prefix, the eager twin's
+    # Checkpoint.write none: a directory is read by its one .index file in both.
+    src = agent_class(impl)(_spec((8,)), ReinforceConfig(), seed=1)
+    prefix = src.save(tmp_path / impl / "ckpt")  # a pathlib.Path
+    want = src.get_weights()
+    src.close()
+    for where in (tmp_path / impl, prefix):
+        agent = agent_class(impl)(_spec((8,)), ReinforceConfig(), seed=2)
+        try:
+            agent.restore(where)
+            for name, value in agent.get_weights().items():
+                np.testing.assert_array_equal(value, want[name], err_msg=f"{where}: {name}")
+        finally:
+            agent.close()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_directory_of_several_checkpoints_without_an_index_file_is_named(tmp_path, impl):
+    agent = agent_class(impl)(_spec((8,)), ReinforceConfig(), seed=1)
+    try:
+        for name in ("a", "b"):
+            agent.save(str(tmp_path / name))
+        for stale in tmp_path.glob("checkpoint"):  # the graph twin's Saver's choice
+            stale.unlink()
+        with pytest.raises(FileNotFoundError, match=r"several checkpoint prefixes \(a, b\); "
+                                                    "pass the prefix save\\(\\) returned"):
+            agent.restore(tmp_path)
+    finally:
+        agent.close()

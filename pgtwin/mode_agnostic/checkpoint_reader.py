@@ -9,6 +9,8 @@ slice reader.
 """
 from __future__ import annotations
 
+import glob
+import os
 from typing import Any
 
 import tensorflow as tf
@@ -29,6 +31,32 @@ _FORMATS = {
               "with legacy_graph.agent.ReinforceAgent"),
 }
 """Per reading twin: how the other twin's file is described, and the way across."""
+
+
+def checkpoint_prefix(path: str | os.PathLike) -> str:
+    """The prefix to read for ``path``: the prefix itself, or for a directory its latest
+    checkpoint (a TF1 ``Saver``'s ``checkpoint`` file names it) or its one ``.index`` file.
+
+    The eager twin's ``tf.train.Checkpoint.write`` leaves no ``checkpoint`` file, so a
+    directory is read by its index file, which both twins' ``save`` write.
+
+    Raises:
+      FileNotFoundError: a directory holding no checkpoint, or several and no
+        ``checkpoint`` file to choose among them (naming them).
+    """
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return path
+    latest = tf.train.latest_checkpoint(path)
+    if latest is not None:
+        return latest
+    prefixes = sorted(p[:-len(".index")] for p in glob.glob(os.path.join(path, "*.index")))
+    if len(prefixes) == 1:
+        return prefixes[0]
+    found = ", ".join(os.path.basename(p) for p in prefixes) or "none"
+    raise FileNotFoundError(f"no checkpoint to restore in the directory {path!r}: it holds "
+                            f"{'several' if prefixes else 'no'} checkpoint prefixes ({found}); "
+                            "pass the prefix save() returned")
 
 
 def open_checkpoint(path: str, twin: str) -> Any:
