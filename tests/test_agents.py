@@ -163,7 +163,11 @@ def _cat_batch(actions=(0, 2, 1), obs=None):
 @pytest.mark.parametrize("obs, message", [
     (np.zeros((3, 5)), r"obs has shape \(3, 5\); expected \[B, 4\]"),
     (np.zeros(4), r"obs has shape \(4,\); expected \[B, 4\]"),
-    (np.full((2, 4), "x"), r"obs has dtype <U1; expected a numeric array"),
+    (np.full((2, 4), "x"), r"obs has dtype <U1; expected real numbers"),
+    (np.zeros((2, 4), complex), r"obs has dtype complex128; expected real numbers"),
+    ([[0.0, 1.0, 2.0, 3.0], [0.0, 1.0]], r"obs is not one numeric array \(.*\): pass an "
+                                         r"array of one shape"),
+    (None, r"obs is None; expected an array"),
     (np.zeros((0, 4)), r"obs is an empty batch \(B = 0\)"),
     (np.array([[0, 0, 0, 0], [0, 0, np.nan, 0]]), r"obs\[1, 2\] = nan is not finite"),
     # 1e39 is a finite float64 past float32's largest, 3.4028e38: the cast, not the env,
@@ -172,7 +176,8 @@ def _cat_batch(actions=(0, 2, 1), obs=None):
      r"obs\[1, 1\] = 1e\+39 is finite but past float32's range \(\+-3.4e\+38\): normalise "
      r"the observations \(pgtwin train --obs-norm\) or scale them in the env, or train in "
      r"float64 \(--dtype float64\)"),
-], ids=["wrong_width", "no_batch_axis", "strings", "empty", "nan", "past_float32"])
+], ids=["wrong_width", "no_batch_axis", "strings", "complex", "ragged", "none", "empty", "nan",
+        "past_float32"])
 def test_bad_obs_is_refused_naming_it(cat_agents, impl, obs, message):
     with pytest.raises(ValueError, match=message):
         cat_agents[impl].dist_params(obs)
