@@ -129,10 +129,24 @@ def discounted_returns(
     g_t = np.empty(r_t.shape, dtype=np.float64)
     # One reverse pass over T; each row is a vector over the N environments.
     g_tp1 = np.zeros(r_t.shape[1:], dtype=np.float64)
-    for t in range(r_t.shape[0] - 1, -1, -1):
-        g_tp1 = r_t[t] + gamma * np.where(ends_t[t], tail_t[t], g_tp1)
-        g_t[t] = g_tp1
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(r_t.shape[0] - 1, -1, -1):
+            g_tp1 = r_t[t] + gamma * np.where(ends_t[t], tail_t[t], g_tp1)
+            g_t[t] = g_tp1
+    _check_overflow(g_t, r_t)
     return g_t
+
+
+def _check_overflow(g_t: np.ndarray, r_t: np.ndarray) -> None:
+    """Finite rewards whose discounted sums pass float64's range (1.8e308) are named as
+    such, not as an "x" of some later function that meets the inf."""
+    bad = ~np.isfinite(g_t)
+    if bad.any():
+        index = tuple(np.argwhere(bad)[0])
+        raise ValueError(
+            f"the discounted return at [{_index_text(index)}] overflows float64 (the rewards "
+            f"reach {np.max(np.abs(r_t)):.3g}): scale the rewards down in the env (e.g. "
+            "gymnasium.wrappers.TransformReward)")
 
 
 def episode_ends(
@@ -183,6 +197,20 @@ def episode_ends(
     if shape[0]:
         cut_t[-1] |= ~terminated_t[-1]
     return r_t, terminated_t | cut_t, np.where(cut_t, v_tp1, 0.0)
+
+
+def _population_std(values: np.ndarray, mean: float) -> float:
+    """``sqrt(mean((values - mean)^2))``; where the squares overflow (deviations past
+    ~1e154), the same taken on the deviations divided by their largest, then scaled back,
+    so that rewards of 1e200 normalise as rewards of 1 do (the plain form's inf std made
+    every advantage 0). The plain form's bits wherever it is finite."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        deviations = values - mean
+        std = np.sqrt(np.mean(np.square(deviations)))
+    if np.isfinite(std):
+        return float(std)
+    largest = np.max(np.abs(deviations))
+    return float(largest * np.sqrt(np.mean(np.square(deviations / largest))))
 
 
 def _counted(x: ArrayLike, eps: float, mask: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
@@ -237,7 +265,7 @@ def normalize(
     # For a constant input the summed mean can miss the value by an ulp, which divided by
     # eps alone would leave ~1e-9 instead of 0 (and NaN with eps = 0); use the value itself.
     mean = lo if lo == hi else values.mean()
-    std = np.sqrt(np.mean(np.square(values - mean)))
+    std = _population_std(values, mean)
     if std + eps == 0.0:
         # Only reachable with eps = 0 on a constant input: every value is its mean.
         return out
@@ -267,7 +295,7 @@ def return_scale(
     values = x[counted]
     if values.size == 0 or values.min() == values.max():
         return 1.0
-    std = np.sqrt(np.mean(np.square(values - values.mean())))
+    std = _population_std(values, values.mean())
     return float(std + eps) if std + eps > 0 else 1.0
 
 

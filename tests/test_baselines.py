@@ -502,3 +502,14 @@ def test_optimal_baselines_lower_the_variance_and_stay_unbiased():
         assert excess <= 3 * se, (better, ref, excess, se)
     excess, se = paired_excess(estimates["none"], estimates["mean"])
     assert excess > 3 * se, ("the comparison resolves a real difference", excess, se)
+
+
+def test_the_covariance_trace_and_its_paired_excess_need_two_batches():
+    # By hand: rows (1, 0) and (3, 2) have mean (2, 1), squared distances 2 and 2, times
+    # n / (n - 1) = 2: d = (4, 4), so tr Cov = 4 with standard error 0.
+    from pgtwin.measure.baseline_variance import paired_excess, trace_of_covariance
+    assert trace_of_covariance(np.array([[1.0, 0.0], [3.0, 2.0]])) == (4.0, 0.0)
+    with pytest.raises(ValueError, match="at least 2 batches \\(rows\\), got 1"):
+        trace_of_covariance(np.ones((1, 3)))
+    with pytest.raises(ValueError, match="paired_excess needs"):
+        paired_excess(np.ones((1, 3)), np.ones((1, 3)))

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgtwin_core.returns import discounted_returns, normalize
+from pgtwin_core.returns import discounted_returns, normalize, return_scale
 from tests.returns_cases import CASES
 
 F, T = False, True
@@ -296,3 +296,22 @@ def test_returns_module_does_not_import_tensorflow():
             "for m in sys.modules), 'tensorflow was imported'")
     repo_root = pathlib.Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=repo_root)
+
+
+@pytest.mark.parametrize("scale", [1e100, 1e200, 1e300])
+def test_normalising_does_not_depend_on_a_huge_finite_scale(scale):
+    # (x s - mean) / std is (x - mean_x) / std_x for any s > 0 (eps = 0: eps / std would
+    # differ by 1e-8 at s = 1); past s ~ 1e154 the squares of the deviations overflow, and an
+    # inf std made every advantage 0.
+    x = np.array([[1.0, -2.0], [0.5, 3.0], [-1.5, 0.0]])
+    np.testing.assert_allclose(normalize(x * scale, eps=0.0), normalize(x, eps=0.0),
+                               rtol=1e-12, atol=1e-15)
+    assert return_scale(x * scale, eps=0.0) == pytest.approx(return_scale(x, eps=0.0) * scale,
+                                                             rel=1e-12)
+
+
+def test_discounted_returns_that_overflow_are_named_with_the_rewards_size():
+    rewards = np.full((3, 2), 1e308)  # each finite; steps 0 and 1 sum past 1.8e308
+    with pytest.raises(ValueError, match=r"the discounted return at \[0, 0\] overflows "
+                                         r"float64 \(the rewards reach 1e\+308\): scale"):
+        discounted_returns(rewards, np.zeros((3, 2), bool), np.zeros((3, 2), bool), gamma=0.99)

@@ -177,16 +177,25 @@ def gradient_estimates(spec: PolicySpec, config: ReinforceConfig, weights: dict[
     return {name: np.stack(rows) for name, rows in out.items()}
 
 
+def _enough_rows(n: int, what: str) -> None:
+    """A covariance over ``n`` batches and its standard error need ``n >= 2`` (they divide
+    by ``n - 1``: one row gave NaN)."""
+    if n < 2:
+        raise ValueError(f"{what} needs the estimates of at least 2 batches (rows), got {n}")
+
+
 def trace_of_covariance(x: np.ndarray) -> tuple[float, float]:
-    """``(tr Cov, standard error)`` of the rows of ``x [n, P]`` (unbiased, n - 1)."""
+    """``(tr Cov, standard error)`` of the rows of ``x [n, P]`` (unbiased, n - 1; n >= 2)."""
     n = x.shape[0]
+    _enough_rows(n, "trace_of_covariance")
     d = np.sum((x - x.mean(axis=0)) ** 2, axis=1) * n / (n - 1)
     return float(d.mean()), float(d.std(ddof=1) / np.sqrt(n))
 
 
 def paired_excess(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """``(tr Cov(x) - tr Cov(y), standard error)`` over the same batches (paired)."""
+    """``(tr Cov(x) - tr Cov(y), standard error)`` over the same batches (paired; n >= 2)."""
     n = x.shape[0]
+    _enough_rows(n, "paired_excess")
     d = (np.sum((x - x.mean(0)) ** 2, axis=1) - np.sum((y - y.mean(0)) ** 2, axis=1)) * n / (n - 1)
     return float(d.mean()), float(d.std(ddof=1) / np.sqrt(n))
 
