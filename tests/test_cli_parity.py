@@ -141,3 +141,18 @@ def test_value_flag_adds_the_value_nets_rows(reports, monkeypatch, capsys):
     assert [r["rung"] for r in value] == list(TWIN_RUNGS)
     assert all(r["ok"] for r in value)
     assert any("value/" in r["worst"] for r in value)
+
+
+def test_a_row_with_non_finite_values_names_the_side_that_holds_them():
+    from pgtwin.parity.ladder import compare_arrays
+    # Both NaN: max_abs is NaN and max_rel 0, which alone say nothing of where.
+    both = compare_arrays("gradients", "w", np.full((2, 2), np.nan), np.full((2, 2), np.nan),
+                          1e-5, 1e-6)
+    assert not both.ok
+    assert both.note == ("non-finite values: TF1 holds 4 non-finite of 4 (first [0, 0] = nan); "
+                         "TF2 holds 4 non-finite of 4 (first [0, 0] = nan)")
+    one = compare_arrays("gradients", "w", np.array([1.0, np.inf]), np.array([1.0, 2.0]), 1e-5,
+                         sides=("the graph twin", "the eager twin"))
+    assert one.note == ("non-finite values: the graph twin holds 1 non-finite of 2 (first [1] "
+                        "= inf); the eager twin none")
+    assert compare_arrays("loss", "l", np.array(1.0), np.array(1.0), 0.0).note == ""

@@ -143,9 +143,18 @@ def errors(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float(np.nanmax(diff)), float(np.nanmax(rel))
 
 
+TWIN_SIDES = ("the graph twin", "the eager twin")
+"""What :func:`compare_arrays` calls its two arrays in the twins' ladder."""
+
+
 def compare_arrays(rung: str, item: str, a: np.ndarray, b: np.ndarray, rtol: float,
-                   atol: float = 0.0, context: str = "") -> Row:
-    """A row for ``a`` vs ``b``: ok when every element has ``|a - b| <= atol + rtol * scale``."""
+                   atol: float = 0.0, context: str = "",
+                   sides: tuple[str, str] = ("TF1", "TF2")) -> Row:
+    """A row for ``a`` vs ``b``: ok when every element has ``|a - b| <= atol + rtol * scale``.
+
+    A row with non-finite values fails with a note naming the side (``sides``: what ``a``
+    and ``b`` are) that holds them, where: its max_abs alone (NaN where both are NaN)
+    would not say."""
     a64 = np.asarray(a, dtype=np.float64)
     b64 = np.asarray(b, dtype=np.float64)
     if a64.shape != b64.shape:
@@ -154,4 +163,22 @@ def compare_arrays(rung: str, item: str, a: np.ndarray, b: np.ndarray, rtol: flo
     max_abs, max_rel = errors(a64, b64)
     scale = np.maximum(np.abs(a64), np.abs(b64))
     ok = bool(np.all(np.abs(a64 - b64) <= atol + rtol * scale) and np.isfinite(max_abs))
-    return Row(rung, item, max_abs, max_rel, ok, "", context)
+    return Row(rung, item, max_abs, max_rel, ok, "" if ok else nonfinite_note(a64, b64, sides),
+               context)
+
+
+def nonfinite_note(a: np.ndarray, b: np.ndarray, sides: tuple[str, str]) -> str:
+    """Which of two arrays hold non-finite values, how many and the first ('' if none)."""
+    parts = []
+    for side, x in zip(sides, (a, b)):
+        bad = ~np.isfinite(x)
+        if bad.any():
+            index = np.unravel_index(int(np.argmax(bad)), x.shape) if x.ndim else ()
+            where = f"[{', '.join(str(int(i)) for i in index)}] " if index else ""
+            parts.append(f"{side} holds {int(bad.sum())} non-finite of {x.size} (first "
+                         f"{where}= {x[index] if index else x})")
+    if not parts:
+        return ""
+    return "non-finite values: " + "; ".join(parts) + (
+        "" if len(parts) == 2 else f"; {sides[1] if parts[0].startswith(sides[0]) else sides[0]}"
+        " none")

@@ -29,6 +29,8 @@ it happened and not failed; if they never part, the end weights are compared lik
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,8 +40,12 @@ from pgtwin_core.envs import make_vec_env
 from pgtwin_core.loop import iterate_training
 from pgtwin_core.rollout import Batch, collect
 from pgtwin_core.specs import PolicySpec, init_weights, spec_for_env
-from pgtwin.parity.ladder import TWIN_RUNGS, ParityReport, Row, compare_arrays, errors
+from pgtwin.parity.ladder import TWIN_RUNGS, TWIN_SIDES, ParityReport, Row, errors
+from pgtwin.parity.ladder import compare_arrays as _compare_arrays
 from pgtwin.twins import agent_class
+
+compare_arrays = functools.partial(_compare_arrays, sides=TWIN_SIDES)
+""":func:`pgtwin.parity.ladder.compare_arrays`, its arrays the graph and eager twins'."""
 
 RTOL = {"float64": 1e-9, "float32": 1e-4}
 """Max relative error allowed at rungs 2-5 (per element)."""

@@ -15,6 +15,8 @@ same gradients at step 0, to every printed digit; float64 within 1e-9).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from pgtwin_core.config import DTYPES, ReinforceConfig
@@ -23,8 +25,12 @@ from pgtwin_core.specs import init_weights
 from pgtwin_core.returns import discounted_returns
 from pgtwin_core.value_path import ValueInputs
 
-from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
+from pgtwin.parity.ladder import TWIN_SIDES, ParityReport, Row
+from pgtwin.parity.ladder import compare_arrays as _compare_arrays
 from pgtwin.parity.twin_parity import RTOL, TwinPair, fixed_batch, get_policy_kind
+
+compare_arrays = functools.partial(_compare_arrays, sides=TWIN_SIDES)
+""":func:`pgtwin.parity.ladder.compare_arrays`, its arrays the graph and eager twins'."""
 
 
 ADAM_FLOAT32_STEP = 1e-2
