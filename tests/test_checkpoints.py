@@ -259,3 +259,49 @@ def test_an_old_checkpoint_that_cannot_be_deleted_is_named_not_silent(tmp_path, 
     assert len(messages) == 2  # updates 1 and 2
     assert "update_00000001" in messages[0] and "Read-only" in messages[0]
     assert "stays on disk" in messages[0]
+
+
+def test_a_prune_killed_midway_leaves_no_half_deleted_checkpoint(tmp_path, monkeypatch):
+    # Ctrl-C while rmtree deleted update 1's files used to leave update_00000001 without its
+    # manifest, which a resume then refused as corrupt (and kept). The old checkpoint is
+    # renamed out of the checkpoints' names before any file of it goes.
+    import shutil
+
+    from pgtwin.train import checkpoints as ck
+
+    _write(tmp_path, 1)
+    _write(tmp_path, 2)
+
+    def interrupted(path, onerror=None, **kw):
+        os.remove(os.path.join(path, "old", ck.MANIFEST))  # one file gone, then the signal
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "rmtree", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ck.prune(str(tmp_path), keep=1)
+    monkeypatch.undo()
+    assert [u for u, _ in ck.list_checkpoints(str(tmp_path))] == [2]
+    assert ck.find_latest(str(tmp_path))[1] == []  # nothing refused
+    debris = [n for n in os.listdir(tmp_path) if n.startswith(".tmp-pruned-update_00000001")]
+    assert len(debris) == 1
+    assert ck.clean_temporaries(str(tmp_path)) == [str(tmp_path / debris[0])]
+    assert sorted(os.listdir(tmp_path)) == ["update_00000002"]
+
+
+def test_what_an_earlier_prune_could_not_delete_is_tried_again(tmp_path, monkeypatch):
+    import shutil
+    import warnings
+
+    from pgtwin.train import checkpoints as ck
+
+    _write(tmp_path, 1)
+    _write(tmp_path, 2)
+    monkeypatch.setattr(shutil, "rmtree", lambda path, onerror=None, **kw: onerror(
+        os.remove, path, (OSError, OSError(30, "Read-only"), None)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ck.CheckpointCleanupWarning)
+        ck.prune(str(tmp_path), keep=1)
+    monkeypatch.undo()
+    assert any(n.startswith(".tmp-pruned-") for n in os.listdir(tmp_path))
+    _write(tmp_path, 3)  # its prune (keep 2) deletes update 1's leftover too
+    assert sorted(os.listdir(tmp_path)) == ["update_00000002", "update_00000003"]

@@ -11,9 +11,9 @@ Layout under a run's checkpoint root::
 
 Writing: the files go into a fresh ``.tmp-*`` directory, are fsynced, the manifest is
 written last, and only then is the directory renamed to ``update_<N>``; older checkpoints
-are pruned after that, so at every instant the previous complete checkpoint exists. A crash
-at any point leaves at worst a ``.tmp-*`` directory, which :func:`clean_temporaries`
-removes.
+are pruned after that, so at every instant the previous complete checkpoint exists. A pruned
+checkpoint is renamed to ``.tmp-pruned-*`` before it is deleted. A crash at any point
+leaves at worst a ``.tmp-*`` directory, which :func:`clean_temporaries` removes.
 
 Reading: :func:`verify` recomputes every checksum, so a truncated or corrupted file is
 refused with a :class:`CheckpointError` naming the file, and :func:`find_latest` falls back
@@ -35,6 +35,7 @@ FORMAT = "pgtwin-checkpoint/1"
 MANIFEST = "manifest.json"
 _NAME = re.compile(r"^update_(\d{8})$")
 _TMP_PREFIX = ".tmp-"
+_PRUNED_PREFIX = f"{_TMP_PREFIX}pruned-"
 _ASIDE = re.compile(r"^update_\d{8}\.corrupt\d*$")
 
 
@@ -131,8 +132,16 @@ def prune(root: str, keep: int) -> list[str]:
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
+    earlier = [os.path.join(root, n) for n in os.listdir(root) if n.startswith(_PRUNED_PREFIX)]
     old = [path for _, path in list_checkpoints(root)[:-keep]]
     for path in old:
+        # Renamed out of the checkpoints' names first (one atomic step), then deleted: a
+        # kill during the deletion leaves a .tmp-* directory, which a resume removes,
+        # never an update_N that lacks some of its files.
+        doomed = tempfile.mkdtemp(prefix=f"{_PRUNED_PREFIX}{os.path.basename(path)}-", dir=root)
+        os.rename(path, os.path.join(doomed, "old"))
+        remove_tree(doomed, f"an old checkpoint ({os.path.basename(path)})")
+    for path in earlier:  # what an earlier prune could not delete: tried again
         remove_tree(path, "an old checkpoint")
     return old
 
