@@ -480,3 +480,21 @@ def test_schedule_options_resolve_and_refuse(tmp_path, capsys):
         main(["train", "--env", "Pendulum-v1", "--lr-schedule", "linear", "--lr-floor", "2",
               "--logdir", str(tmp_path / "r")])
     assert "lr_floor=2.0 must be a fraction in [0, 1]" in capsys.readouterr().err
+
+
+def test_ctrl_c_under_a_strategy_prints_the_resume_command(tmp_path, capsys, monkeypatch):
+    # The strategy path had no handler of its own: one line, "interrupted", and no way on.
+    # A distributed run's checkpoints are its workers' shards.
+    logdir = tmp_path / "run"
+
+    def interrupted(settings, *args, **kwargs):
+        (logdir / "checkpoints" / "worker_00000" / "update_00000004").mkdir(parents=True)
+        (logdir / "run.json").write_text("{}")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("pgtwin.train.distributed_run.train_under_strategy", interrupted)
+    code, _, err = _train(capsys, "--env", "CartPole-v1", "--strategy", "mirrored",
+                          "--logdir", str(logdir), *TINY)
+    assert code == 130
+    assert err.endswith(f"pgtwin train: interrupted; resume with: pgtwin train --resume "
+                        f"--logdir {logdir}\n"), err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import glob
 import json
 import os
 import sys
@@ -306,6 +307,34 @@ def print_env_traceback(err: BaseException) -> None:
                                   file=sys.stderr)
 
 
+def interrupted(settings, workers: bool = False) -> int:
+    """Ctrl-C: one line on stderr saying how to go on, and exit status 130.
+
+    ``workers``: a multi-worker run, whose every worker resumes with the command (each
+    with its own ``TF_CONFIG``). A distributed run's checkpoints are its workers' shards
+    (``checkpoints/worker_N/update_M``)."""
+    from pgtwin.train.resume_command import resume_command
+    from pgtwin.train.run import has_checkpoint, run_paths
+
+    command = resume_command(settings.logdir, settings.env_module)
+    root = run_paths(settings.logdir)["checkpoints"]
+    shards = glob.glob(os.path.join(root, "worker_*", "update_*"))
+    if not os.path.exists(run_paths(settings.logdir)["settings"]):
+        print(f"pgtwin train: interrupted before the run wrote anything to "
+              f"{settings.logdir}: run the same command again to start it", file=sys.stderr)
+    elif has_checkpoint(settings.logdir) or shards:
+        every = " on every worker (each with its TF_CONFIG)" if workers else ""
+        print(f"pgtwin train: interrupted; resume with: {command}{every}", file=sys.stderr)
+    else:
+        every = (f"one every {settings.checkpoint_every} updates, --checkpoint-every"
+                 if settings.checkpoint_every else "--checkpoint-every 0 writes none")
+        print(f"pgtwin train: interrupted before the first checkpoint ({every}); "
+              f"{command} starts the run again from update 0 with its settings",
+              file=sys.stderr)
+    sys.stderr.flush()
+    return 130
+
+
 def refused_or_failed(err: ValueError, parser, doing: str) -> int:
     """Exit 2 with the usage text for pgtwin's own refusal of the settings; exit 1 with
     :func:`pgtwin.cli.error_origin.foreign_failure`'s report for a ValueError raised inside
@@ -321,8 +350,7 @@ def refused_or_failed(err: ValueError, parser, doing: str) -> int:
 def run(args, parser) -> int:
     """Train; print the summary (``--json``: one JSON line last on stdout)."""
     from pgtwin.cli.tensorflow_startup import import_tensorflow
-    from pgtwin.train.resume_command import resume_command
-    from pgtwin.train.run import TrainingError, has_checkpoint, run_paths, train
+    from pgtwin.train.run import TrainingError, train
 
     parser = getattr(args, "command_parser", parser)
     settings, resume = settings_from_args(args, parser)
@@ -343,20 +371,7 @@ def run(args, parser) -> int:
         return refused_or_failed(err, parser, f"setting up {settings.env_id} with the "
                                  f"{settings.impl} twin")
     except KeyboardInterrupt:
-        command = resume_command(settings.logdir, settings.env_module)
-        if not os.path.exists(run_paths(settings.logdir)["settings"]):
-            print(f"pgtwin train: interrupted before the run wrote anything to "
-                  f"{settings.logdir}: run the same command again to start it",
-                  file=sys.stderr)
-        elif has_checkpoint(settings.logdir):
-            print(f"pgtwin train: interrupted; resume with: {command}", file=sys.stderr)
-        else:
-            every = (f"one every {settings.checkpoint_every} updates, --checkpoint-every"
-                     if settings.checkpoint_every else "--checkpoint-every 0 writes none")
-            print(f"pgtwin train: interrupted before the first checkpoint ({every}); "
-                  f"{command} starts the run again from update 0 with its settings",
-                  file=sys.stderr)
-        return 130
+        return interrupted(settings)
     if args.json:
         print(json.dumps(result.summary()))
     else:
@@ -480,6 +495,15 @@ def run_under_strategy(args, parser, settings, resume: bool) -> int:
     except ValueError as err:
         return refused_or_failed(err, parser, f"setting up {settings.env_id} under "
                                  f"--strategy {strategy_name}")
+    except KeyboardInterrupt:
+        code = interrupted(settings, workers=strategy_name == "multi-worker")
+        if strategy_name == "multi-worker":
+            # As for a lost worker: TF's collective threads may still hold the interpreter
+            # (a KeyboardInterrupt inside their pool then ended in a traceback); the
+            # message is out, so leave now.
+            sys.stdout.flush()
+            os._exit(code)
+        return code
     summary = {**result.summary(), "strategy": strategy_name,
                "num_replicas": int(strategy.num_replicas_in_sync)}
     if getattr(args, "json", False):
