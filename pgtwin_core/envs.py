@@ -147,7 +147,9 @@ def env_spaces_check(env_id: str, torso: str = "mlp", history: int = 1) -> None:
         raise ValueError(unknown_env_message(env_id, err)) from err
     try:
         env = gymnasium.make(env_id)
-    except gymnasium.error.DependencyNotInstalled as err:
+    except (gymnasium.error.DependencyNotInstalled, ImportError) as err:
+        # gymnasium's own word for it, or a plain ImportError from an env's module (its
+        # jax envs, the gym compatibility shims): either way a package is missing
         raise ValueError(f"{env_id!r} needs a package that is not installed: {err}") from err
     try:
         check_spaces(env_id, env.observation_space, env.action_space)

@@ -22,6 +22,7 @@ which registers them).
 * ``MultiDiscreteCartPole-v0`` / ``GridActionCartPole-v0`` / ``DictObsCartPole-v0``: spaces
   pgtwin does not support (a MultiDiscrete action, a 2-D Box action, Dict observations).
 * ``NeedsBox2D-v0``: an env whose constructor needs a package that is not installed.
+* ``NeedsJax-v0``: the same, said by a plain ``ModuleNotFoundError``.
 * ``UnpicklableCartPole-v0``: CartPole holding a lambda, so its state cannot be pickled
   into a checkpoint (a resume reseeds it).
 """
@@ -153,6 +154,14 @@ class NeedsBox2D(CartPoleEnv):
             '`pip install "gymnasium[box2d]"`')
 
 
+class NeedsJax(CartPoleEnv):
+    """An env whose module imports a package that is missing with a plain ImportError, as
+    gymnasium's ``phys2d/`` (jax) and ``GymV26Environment-v0`` (shimmy) do."""
+
+    def __init__(self, **kwargs):
+        raise ModuleNotFoundError("No module named 'jax'")
+
+
 class DictObsCartPole(CartPoleEnv):
     """CartPole declaring a Dict observation space (unsupported)."""
 
@@ -185,5 +194,6 @@ _register("HugeRewardCartPole-v0", HugeRewardCartPole)
 _register("MultiDiscreteCartPole-v0", MultiDiscreteCartPole)
 _register("GridActionCartPole-v0", GridActionCartPole)
 _register("NeedsBox2D-v0", NeedsBox2D)
+_register("NeedsJax-v0", NeedsJax)
 _register("DictObsCartPole-v0", DictObsCartPole)
 _register("UnpicklableCartPole-v0", UnpicklableCartPole)

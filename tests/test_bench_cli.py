@@ -179,3 +179,20 @@ def test_quick_mode_says_the_time_it_takes(capsys):
         main(["bench", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "--quick" in help_text and "about a minute" not in help_text
+
+
+@pytest.mark.parametrize("flag, where, message", [
+    ("--json", "missing/dir/b.json", "does not exist or is not a directory; create it first"),
+    ("--markdown", ".", "is a directory; give a file name in it"),
+    ("--plot", "afile/x.png", "does not exist or is not a directory"),
+])
+def test_output_paths_are_refused_before_anything_is_measured(tmp_path, capsys, monkeypatch,
+                                                              flag, where, message):
+    # They were opened after the run: --quick's minutes lost, then a traceback.
+    (tmp_path / "afile").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(bench, "run_suites", lambda *a, **k: pytest.fail("ran the suites"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--quick", "-k", "policy_step", flag, where])
+    assert exit_info.value.code == 2
+    assert f"argument {flag}: " in (err := capsys.readouterr().err) and message in err, err

@@ -156,3 +156,11 @@ def test_a_row_with_non_finite_values_names_the_side_that_holds_them():
     assert one.note == ("non-finite values: the graph twin holds 1 non-finite of 2 (first [1] "
                         "= inf); the eager twin none")
     assert compare_arrays("loss", "l", np.array(1.0), np.array(1.0), 0.0).note == ""
+
+
+def test_a_negative_seed_is_a_usage_error_naming_the_flag(capsys):
+    # It reached init_weights and ended in numpy's traceback ("expected non-negative integer").
+    with pytest.raises(SystemExit) as exit_info:
+        main(["parity", "--seed", "-5", "--skip-training"])
+    assert exit_info.value.code == 2
+    assert "argument --seed: must be an integer >= 0" in capsys.readouterr().err

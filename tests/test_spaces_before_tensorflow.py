@@ -26,6 +26,8 @@ CASES = {
                      "one-hot encode it with gymnasium.wrappers.FlattenObservation",
     "tests.cli_envs:NeedsBox2D-v0": "'NeedsBox2D-v0' needs a package that is not installed: "
                                     "Box2D is not installed",
+    "tests.cli_envs:NeedsJax-v0": "'NeedsJax-v0' needs a package that is not installed: No "
+                                  "module named 'jax'",
     "Taxi-v3": "env id 'Taxi-v3' is deprecated: Environment version v3 for `Taxi` is "
                "deprecated. Please use `Taxi-v4` instead.",
 }

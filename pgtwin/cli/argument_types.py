@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def int_at_least(low: int):
@@ -74,3 +75,18 @@ def number_or_auto(text: str) -> float | str:
     """``auto`` or a finite number (argparse type, for ``--baseline-shrinkage``; the range is
     ``ReinforceConfig``'s to check, naming the field)."""
     return "auto" if text == "auto" else finite_number(text)
+
+
+def output_file(text: str) -> str:
+    """A file the command will write: refused at once (not after the work that fills it)
+    when it names a directory, or its directory is missing or not writable."""
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file name in it")
+    parent = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"the directory of {text!r} ({parent}) does not exist "
+                                         "or is not a directory; create it first")
+    if not os.access(parent, os.W_OK):
+        raise argparse.ArgumentTypeError(f"the directory of {text!r} ({parent}) is not "
+                                         "writable")
+    return text

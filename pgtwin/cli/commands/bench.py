@@ -13,6 +13,8 @@ import shlex
 import sys
 import time
 
+from pgtwin.cli.argument_types import output_file
+
 HELP = "time both twins (graph, eager, tf.function) and print ratios to the TF1 Session twin"
 
 
@@ -26,11 +28,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="few rounds per figure (rougher figures; set-up still dominates: "
                         "see the time it says when it starts)")
-    p.add_argument("--json", metavar="FILE", default=None,
+    p.add_argument("--json", metavar="FILE", default=None, type=output_file,
                    help="write every figure (group, name, median, ratio, ...) and the machine")
-    p.add_argument("--plot", metavar="FILE.png", default=None,
+    p.add_argument("--plot", metavar="FILE.png", default=None, type=output_file,
                    help="write a bar chart of the ratios")
-    p.add_argument("--markdown", metavar="FILE", default=None,
+    p.add_argument("--markdown", metavar="FILE", default=None, type=output_file,
                    help="write the tables as markdown (for docs/benchmarks.md)")
     p.add_argument("-k", dest="keyword", metavar="EXPR", default=None,
                    help="only the benchmarks pytest -k EXPR selects, e.g. 'policy_step'")

@@ -10,6 +10,7 @@ import sys
 import time
 
 from pgtwin_core.config import DTYPES
+from pgtwin.cli.argument_types import non_negative_int
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -27,7 +28,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--policy", action="append", metavar="KIND",
                    help="run this policy kind only (repeatable; default: all of "
                         "categorical_mlp, gaussian_tanh_mlp, gaussian_sigmoid_mlp, gaussian_lstm)")
-    p.add_argument("--seed", type=int, default=0, help="seed of weights, envs and sampling")
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="seed of weights, envs and sampling")
     p.add_argument("--value", action="store_true",
                    help="also compare the value baseline's network (baseline='value': its "
                         "variables, V, loss, gradients, fit steps, 3 training updates), as "
