@@ -201,13 +201,18 @@ def observation_rank_problem(env_id: str, obs_shape: tuple[int, ...], torso: str
                "or an env that returns obs.ravel())")
     if torso == "lstm" and rank == 2 and history == 1:
         return None
+    if torso == "lstm" and rank == 2:
+        return (f"{env_id!r} has 2-D observations {tuple(obs_shape)}: the lstm torso reads "
+                "them as the env's own window [K, obs_dim] only with --history 1 "
+                f"(history=1), and a history window of {history} steps (the lstm's default "
+                "unless given) stacks 1-D observations: pass --history 1, or if the first "
+                f"axis is not time, {flatten}")
     if torso == "lstm":
-        takes = (f"a history window (--history {history}) stacks 1-D observations" if history > 1
-                 else "the lstm torso takes 1-D observations or an env's own window [K, obs_dim]")
-        return f"{env_id!r} has {rank}-D observations {tuple(obs_shape)}: {takes}; {flatten}"
+        return (f"{env_id!r} has {rank}-D observations {tuple(obs_shape)}: the lstm torso "
+                f"takes 1-D observations or an env's own window [K, obs_dim]; {flatten}")
     return (f"{env_id!r} has {rank}-D observations {tuple(obs_shape)}, and the mlp torso takes "
             f"1-D ones: {flatten}, or, if the first axis is time ([K, obs_dim]), use "
-            "--torso lstm (torso='lstm'), which reads it as K steps")
+            "--torso lstm --history 1 (torso='lstm', history=1), which reads it as K steps")
 
 
 def spec_for_env(

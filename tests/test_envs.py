@@ -233,10 +233,15 @@ def test_observations_of_a_rank_the_torso_does_not_take_are_refused_naming_the_f
     # stacked by --history K.
     with pytest.raises(ValueError, match=r"'PgtwinTestGrid-v0' has 2-D observations \(2, 3\), "
                        r"and the mlp torso takes 1-D ones: flatten them first "
-                       r"\(gymnasium.wrappers.FlattenObservation.*--torso lstm"):
+                       r"\(gymnasium.wrappers.FlattenObservation.*--torso lstm --history 1"):
         env_spaces_check("PgtwinTestGrid-v0")
     env_spaces_check("PgtwinTestGrid-v0", torso="lstm")  # read as 2 steps of 3
-    with pytest.raises(ValueError, match=r"a history window \(--history 4\) stacks 1-D"):
+    # The advice leads somewhere: the lstm's default history window (8 unless given) is
+    # named as what refuses the env's own window, with --history 1.
+    with pytest.raises(ValueError, match=r"'PgtwinTestGrid-v0' has 2-D observations \(2, 3\): "
+                       r"the lstm torso reads them as the env's own window \[K, obs_dim\] only "
+                       r"with --history 1 \(history=1\), and a history window of 4 steps .* "
+                       r"pass --history 1"):
         env_spaces_check("PgtwinTestGrid-v0", torso="lstm", history=4)
     env_spaces_check("CartPole-v1", torso="lstm", history=4)
     assert observation_rank_problem("E", (2, 3, 4), "lstm").startswith(
