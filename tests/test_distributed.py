@@ -218,6 +218,12 @@ def test_strategy_and_tf_config_errors():
     (["--strategy", "multi-worker", "TF_CONFIG"], "--strategy multi-worker needs --logdir"),
     (["--strategy", "mirrored", "--resume", "--logdir", "LOGDIR"],
      "holds no distributed run (no cluster.json); resume it without --strategy"),
+    # A distributed run's own options, given to a run that has no strategy (or one worker),
+    # used to be accepted and ignored.
+    (["--collection", "sequential"], "--collection needs --strategy"),
+    (["--worker-timeout", "10"], "--worker-timeout needs --strategy"),
+    (["--strategy", "mirrored", "--worker-timeout", "10"],
+     "--worker-timeout needs --strategy multi-worker (a mirrored run has one worker"),
 ])
 def test_train_command_strategy_errors(extra, message, capsys, monkeypatch, tmp_path):
     from pgtwin.cli import main

@@ -361,6 +361,11 @@ def run(args, parser) -> int:
     if (getattr(args, "strategy", None) or getattr(args, "cpu_replicas", None)
             or (resume and is_distributed_run(settings.logdir))):
         return run_under_strategy(args, parser, settings, resume)
+    for flag in ("worker_timeout", "collection"):
+        if getattr(args, flag, None) is not None:  # would change nothing, said nowhere
+            parser.error(f"--{flag.replace('_', '-')} needs --strategy (it sets how a "
+                         "distributed run's replicas collect or its workers wait); this run "
+                         "has none")
     try:
         result = train(settings, resume=resume)
     except TrainingError as err:
@@ -472,6 +477,9 @@ def run_under_strategy(args, parser, settings, resume: bool) -> int:
             check_tf_config(os.environ.get("TF_CONFIG"))
         except ValueError as err:
             parser.error(str(err))
+    if strategy_name != "multi-worker" and getattr(args, "worker_timeout", None) is not None:
+        parser.error(f"--worker-timeout needs --strategy multi-worker (a {strategy_name} run "
+                     "has one worker, none to lose)")
     if strategy_name == "multi-worker" and not resume and args.logdir is None:
         parser.error("--strategy multi-worker needs --logdir (the same directory, on a "
                      "filesystem every worker sees, for every worker)")
