@@ -498,3 +498,30 @@ def test_ctrl_c_under_a_strategy_prints_the_resume_command(tmp_path, capsys, mon
     assert code == 130
     assert err.endswith(f"pgtwin train: interrupted; resume with: pgtwin train --resume "
                         f"--logdir {logdir}\n"), err
+
+
+def test_the_summary_lists_only_the_files_the_run_wrote(tmp_path):
+    # --no-tensorboard writes no tb/: the last line named it anyway.
+    import types
+
+    from pgtwin.cli.commands.train import human_summary
+
+    (tmp_path / "episodes.csv").write_text("")
+    (tmp_path / "checkpoints").mkdir()
+    result = types.SimpleNamespace(
+        env="CartPole-v1", impl="eager", seed=0, updates=2, env_steps=128, wall_s=1.0,
+        final_mean_return=None, solved=False, threshold=None, skipped_updates=0,
+        logdir=str(tmp_path))
+    assert human_summary(result).splitlines()[-1] == \
+        f"logs: {tmp_path} (episodes.csv, checkpoints/)"
+
+
+def test_resume_by_env_names_the_impl_and_seed_it_looked_for(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "CartPole-v1__eager__s0__20261207-000000").mkdir(parents=True)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--resume", "--env", "CartPole-v1", "--impl", "graph"])
+    assert exit_info.value.code == 2
+    assert ("--resume: no run of CartPole-v1 with --impl graph and --seed 0 found under runs/; "
+            "pass --logdir, or the --impl and --seed the run was trained with"
+            ) in capsys.readouterr().err

@@ -273,7 +273,12 @@ def test_strategy_drops_a_table_default_it_cannot_run_and_refuses_it_given(capsy
     assert settings.config.baseline == "value"
     kept = train_command._without_table_only_options(args, settings)
     assert kept.config.baseline == "mean" and not kept.obs_norm
-    assert "baseline='value' (baseline 'mean' instead)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "baseline='value' (baseline 'mean' instead)" in err
+    # its natural step goes too, and the note says what the run steps with instead
+    assert kept.config.natural_kl is None
+    assert err.rstrip().endswith(f"training without it (steps of {kept.config.optimizer}, lr "
+                                 f"{kept.config.learning_rate:g})"), err
 
 
 # ----------------------------------------------------------- one replica, in this process
@@ -666,3 +671,25 @@ def test_a_distributed_run_is_refused_while_another_process_holds_its_run_direct
             train_under_strategy(settings, tf.distribute.MirroredStrategy(["/cpu:0"]),
                                  "mirrored")
     assert not os.path.exists(os.path.join(logdir, "run.json"))  # nothing was written
+
+
+def test_resume_with_other_cpu_replicas_is_a_usage_error_in_the_flags_terms(capsys, tmp_path):
+    # It failed later, with exit 1 and two ClusterShape(...) reprs.
+    import json as json_module
+
+    from pgtwin.cli import main
+    from pgtwin.train.distributed_run import CLUSTER
+    from pgtwin.train.run import RunSettings, run_paths, write_settings
+
+    logdir = str(tmp_path / "run")
+    write_settings(run_paths(logdir), RunSettings("CartPole-v1", "eager", ReinforceConfig(),
+                                                  logdir))
+    with open(os.path.join(logdir, CLUSTER), "w") as f:
+        json_module.dump({"strategy": "mirrored", "num_workers": 1, "num_replicas": 2,
+                          "cpu_replicas": 2}, f)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--resume", "--logdir", logdir, "--cpu-replicas", "3"])
+    assert exit_info.value.code == 2
+    assert (f"--resume: {logdir} was trained as --strategy mirrored --cpu-replicas 2 (1 worker, "
+            "2 replicas); its checkpoints are cut to that many replicas, so --cpu-replicas 3 "
+            "cannot resume it") in capsys.readouterr().err

@@ -68,6 +68,14 @@ class ClusterShape:
     cpu_replicas: int | None = None
     """Logical CPU devices per worker (``--cpu-replicas``); None: the real devices."""
 
+    def __str__(self) -> str:
+        """As the command line says it: ``--strategy mirrored --cpu-replicas 2 (1 worker, 2
+        replicas)``."""
+        cpu = "" if self.cpu_replicas is None else f" --cpu-replicas {self.cpu_replicas}"
+        return (f"--strategy {self.strategy}{cpu} ({self.num_workers} worker"
+                f"{'s' if self.num_workers != 1 else ''}, {self.num_replicas} replica"
+                f"{'s' if self.num_replicas != 1 else ''})")
+
 
 def cluster_path(logdir: str) -> str:
     """Where a distributed run records its :class:`ClusterShape`."""

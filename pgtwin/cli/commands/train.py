@@ -224,10 +224,12 @@ def settings_from_args(args, parser):
             if args.env is None:
                 parser.error("--resume needs --logdir (or --env, --impl and --seed to find "
                              "the newest run under runs/)")
-            logdir = newest_logdir(args.env.rsplit(":", 1)[-1], args.impl or "eager",
-                                   args.seed or 0)
+            impl, seed = args.impl or "eager", args.seed or 0
+            logdir = newest_logdir(args.env.rsplit(":", 1)[-1], impl, seed)
             if logdir is None:
-                parser.error(f"--resume: no run of {args.env} found under runs/; pass --logdir")
+                parser.error(f"--resume: no run of {args.env} with --impl {impl} and --seed "
+                             f"{seed} found under runs/; pass --logdir, or the --impl and "
+                             "--seed the run was trained with")
         try:
             saved = load_settings(logdir)
         except TrainingError as err:
@@ -423,9 +425,13 @@ def _without_table_only_options(args, settings):
         dropped["config"] = config.replace(natural_kl=None, **plain)
     if not dropped:
         return settings
+    out = dataclasses.replace(settings, **dropped)
+    steps = (f" (steps of {out.config.optimizer}, lr {out.config.learning_rate:g})"
+             if "natural_kl" not in given and settings.config.natural_kl is not None else "")
     print(f"pgtwin train: note: {settings.env_id}'s default " + ", ".join(changes)
-          + " is not available under --strategy yet; training without it", file=sys.stderr)
-    return dataclasses.replace(settings, **dropped)
+          + f" is not available under --strategy yet; training without it{steps}",
+          file=sys.stderr)
+    return out
 
 
 def run_under_strategy(args, parser, settings, resume: bool) -> int:
@@ -451,7 +457,11 @@ def run_under_strategy(args, parser, settings, resume: bool) -> int:
             parser.error(f"--resume: {settings.logdir} was trained with --strategy "
                          f"{saved.strategy}, not {strategy_name}")
         strategy_name = saved.strategy
-        cpu_replicas = saved.cpu_replicas if cpu_replicas is None else cpu_replicas
+        if cpu_replicas is not None and cpu_replicas != saved.cpu_replicas:
+            parser.error(f"--resume: {settings.logdir} was trained as {saved}; its checkpoints "
+                         f"are cut to that many replicas, so --cpu-replicas {cpu_replicas} "
+                         "cannot resume it (leave the flag out)")
+        cpu_replicas = saved.cpu_replicas
     elif resume:
         parser.error(f"--resume --strategy: {settings.logdir} holds no distributed run (no "
                      f"{distributed_run.CLUSTER}); resume it without --strategy")
@@ -533,7 +543,9 @@ def human_summary(result) -> str:
         lines.append(f"not solved (threshold {result.threshold:g})")
     if result.skipped_updates:
         lines.append(skipped_line(result))
-    lines.append(f"logs: {result.logdir} (episodes.csv, learning_curve.png, tb/, checkpoints/)")
+    written = [name for name in ("episodes.csv", "learning_curve.png", "tb/", "checkpoints/")
+               if os.path.exists(os.path.join(result.logdir, name))]  # --no-tensorboard: no tb/
+    lines.append(f"logs: {result.logdir} ({', '.join(written)})")
     return "\n".join(lines)
 
 
