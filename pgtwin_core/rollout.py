@@ -154,6 +154,7 @@ def collect(
         params = np.asarray(policy_fn(obs))
         _check_params(params, spec, n, t)
         actions, log_probs = sampling.sample(spec, params, rng)
+        _check_finite_actions(actions, params, t)
         next_obs, rewards, terminated, truncated, _ = _step(envs, spec, actions, t, state.env_steps + n)
         state.env_steps += n
         _check_obs_shape(next_obs, state.obs.shape, t, state.env_steps)
@@ -196,7 +197,7 @@ def _step(envs: gym.vector.VectorEnv, spec: PolicySpec, actions: np.ndarray, ste
     and anything else the env raises becomes an :class:`EnvStepError` naming the step and
     the line of the env's code that raised."""
     try:
-        return envs.step(sampling.env_actions(spec, actions))
+        return envs.step(sampling.env_actions(spec, actions, _action_dtype(envs)))
     except ObservationShapeError as err:
         where = f"rollout step {step} (env-step {env_steps})"
         if err.env_index is None:  # re-raised from an async worker: only its message is left
@@ -207,6 +208,24 @@ def _step(envs: gym.vector.VectorEnv, spec: PolicySpec, actions: np.ndarray, ste
     except Exception as err:  # noqa: BLE001  (the env's code: reported with its traceback)
         raise EnvStepError(f"the env raised {type(err).__name__} at rollout step {step} "
                            f"(env-step {env_steps}), in {raised_at(err)}: {err}") from err
+
+
+def _action_dtype(envs: gym.vector.VectorEnv) -> np.dtype:
+    """The dtype of one env's actions (its Box's), float32 where the env does not say."""
+    space = getattr(envs, "single_action_space", None)
+    return getattr(space, "dtype", None) or np.dtype(np.float32)
+
+
+def _check_finite_actions(actions: np.ndarray, params: np.ndarray, step: int) -> None:
+    """Gaussian samples are finite before they reach the env: a log-std past the dtype's
+    range (a --log-std-floor of 800) samples inf from finite params."""
+    if actions.dtype.kind != "f" or np.isfinite(actions).all():
+        return
+    i = int(np.argmax(~np.isfinite(actions).all(axis=tuple(range(1, actions.ndim)))))
+    raise ValueError(
+        f"non-finite action {actions[i]} sampled for env {i} at rollout step {step}, from "
+        f"distribution params {params[i]}: a log-std too large to sample from (check "
+        "--log-std-floor, or the policy's log_std); nothing was sent to the env")
 
 
 def _check_obs_shape(obs: np.ndarray, expected: tuple[int, ...], step: int,

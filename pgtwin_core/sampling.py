@@ -10,6 +10,7 @@ Distribution parameters (``params``), one row per sample:
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -77,14 +78,36 @@ def sample(
     return actions, log_prob(spec, params, actions)
 
 
-def env_actions(spec: PolicySpec, actions: np.ndarray) -> np.ndarray:
-    """The actions to step the env with: Gaussian samples clipped to the action bounds;
-    categorical indices ``[B]`` shifted to the env's ``Discrete(n, start)`` (int64 ``[B]``)."""
+def env_actions(spec: PolicySpec, actions: np.ndarray,
+                dtype: np.dtype | str = np.float32) -> np.ndarray:
+    """The actions to step the env with: Gaussian samples clipped to the action bounds, in
+    the env's action ``dtype`` (its Box's); categorical indices ``[B]`` shifted to the env's
+    ``Discrete(n, start)`` (int64 ``[B]``).
+
+    A bound cast to float32 may round outward (a float64 Box's -0.1 is -0.10000000149 in
+    float32, outside it): the cast actions are clipped again to the float32 bounds rounded
+    inward, so what the env gets lies in its Box whatever its dtype."""
     if spec.is_discrete:
         return actions + spec.action_start if spec.action_start else actions
     if spec.action_low is None:
         return actions
-    return np.clip(actions, spec.action_low, spec.action_high).astype(np.float32)
+    clipped = np.clip(actions, spec.action_low, spec.action_high)
+    dtype = np.dtype(dtype)
+    if dtype == clipped.dtype:
+        return clipped
+    low, high = _inward_bounds(spec.action_low, spec.action_high, dtype.str)
+    return np.clip(clipped.astype(dtype), low, high)
+
+
+@functools.lru_cache(maxsize=16)
+def _inward_bounds(low: tuple[float, ...], high: tuple[float, ...], dtype: str
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The bounds in ``dtype``, each rounded toward the inside of ``[low, high]``."""
+    want_low, want_high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+    cast_low, cast_high = want_low.astype(dtype), want_high.astype(dtype)
+    cast_low = np.where(cast_low < want_low, np.nextafter(cast_low, np.inf), cast_low)
+    cast_high = np.where(cast_high > want_high, np.nextafter(cast_high, -np.inf), cast_high)
+    return cast_low.astype(dtype), cast_high.astype(dtype)
 
 
 def entropy(spec: PolicySpec, params: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pytest
 
+from pgtwin_core.config import ReinforceConfig
 from pgtwin_core.specs import PolicySpec, init_weights
 from pgtwin.twins import IMPLS, agent_class
 
@@ -328,3 +329,19 @@ def _assert_same_weights(actual, expected, dtype=None):
     for name in actual:
         want = expected[name] if dtype is None else np.asarray(expected[name], dtype)
         np.testing.assert_array_equal(actual[name], want, err_msg=name)
+
+
+@impls
+def test_a_box_of_the_float32_range_squashes_to_finite_means(impl):
+    # Box(-3.4e38, 3.4e38), the float32 "unbounded" idiom, is finite, so tanh squashes
+    # into it; high - low overflowed float32 and the first rollout step met inf params.
+    big = float(np.finfo(np.float32).max)
+    spec = PolicySpec("gaussian", (3,), 2, hidden=(4,), action_low=(-big, 0.0),
+                      action_high=(big, 1.0), squash="tanh")
+    agent = agent_class(impl)(spec, ReinforceConfig(), seed=0)
+    try:
+        params = agent.dist_params(np.array([[0.1, -0.2, 0.3], [5.0, 5.0, -5.0]]))
+    finally:
+        agent.close()
+    assert np.all(np.isfinite(params)), params
+    assert np.all(np.abs(params[:, 0]) <= big) and np.all((0 <= params[:, 1]) & (params[:, 1] <= 1))

@@ -67,3 +67,13 @@ def test_ctrl_c_prints_a_resume_command_that_finds_the_env_module(tmp_path, caps
     assert err.startswith("pgtwin train: interrupted"), err
     assert (f"PYTHONPATH='{user_envs.resolve()}' pgtwin train --resume --logdir {logdir}"
             in err), err
+
+
+def test_a_relative_logdir_is_made_absolute_where_the_command_carries_pythonpath(user_envs,
+                                                                               monkeypatch,
+                                                                               tmp_path):
+    # The command is for another shell or directory: "runs/x" would name nothing there.
+    __import__(f"{PACKAGE}.cart")
+    monkeypatch.chdir(tmp_path)
+    command = resume_command("runs/x", f"{PACKAGE}.cart")
+    assert command.endswith(f"pgtwin train --resume --logdir {tmp_path / 'runs' / 'x'}")

@@ -170,3 +170,39 @@ def test_env_actions_clips_only_gaussian():
     assert clipped.dtype == np.float32
     np.testing.assert_array_equal(raw, [[-3.0, 0.5], [0.2, 7.0], [1.0, -0.1]])  # not in place
     assert env_actions(GAUSS2, raw) is raw  # unbounded: nothing to clip to
+
+
+def test_env_actions_stay_in_the_box_in_the_envs_own_dtype():
+    # A float64 Box(-0.1, 0.1): actions were cast to float32 after the clip, and the bound
+    # -0.1 became -0.10000000149, outside the box (gymnasium's Box.contains says False).
+    spec = PolicySpec("gaussian", (3,), 1, hidden=(4,), action_low=(-0.1,), action_high=(0.1,),
+                      squash="tanh")
+    raw = np.array([[-5.0], [5.0], [0.05]])
+    as_float64 = env_actions(spec, raw, np.float64)
+    assert as_float64.dtype == np.float64 and as_float64.tolist() == [[-0.1], [0.1], [0.05]]
+    as_float32 = env_actions(spec, raw, np.float32)
+    assert as_float32.dtype == np.float32
+    assert np.all(as_float32.astype(np.float64) >= -0.1) and np.all(as_float32 <= 0.1)
+    # the float32 neighbours just inside the bounds, the middle value as cast
+    assert as_float32[0, 0] == np.nextafter(np.float32(-0.1), np.float32(0))
+    assert as_float32[2, 0] == np.float32(0.05)
+
+
+def test_a_non_finite_sample_never_reaches_the_env():
+    import gymnasium as gym
+
+    from pgtwin_core.envs import make_vec_env
+    from pgtwin_core.rollout import collect
+
+    envs = make_vec_env("Pendulum-v1", 2, seed=0)
+    spec = PolicySpec("gaussian", (3,), 1, hidden=(4,), action_low=(-2.0,), action_high=(2.0,),
+                      squash="tanh")
+    stepped = []
+    envs.step = lambda actions: stepped.append(actions)  # noqa: E731 (a spy)
+    params = np.array([[0.0, 800.0], [0.0, 800.0]])  # log_std 800: exp overflows float64
+    with pytest.raises(ValueError, match=r"non-finite action \[-?inf\] sampled for env 0 at "
+                                         r"rollout step 0, from distribution params \[  0. 800.\]"
+                                         r".*nothing was sent to the env"):
+        collect(envs, lambda obs: params, spec, 4, np.random.default_rng(0))
+    assert stepped == []
+    assert isinstance(envs, gym.vector.VectorEnv)

@@ -67,14 +67,18 @@ def torso(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tenso
 
 def squash_mean(spec: PolicySpec, z: tf.Tensor) -> tf.Tensor:
     """Put the Gaussian mean into the action bounds (``sigmoid``, ``tanh`` or ``none``); the
-    bounds are taken in ``z``'s dtype."""
+    bounds are taken in ``z``'s dtype.
+
+    ``tanh``'s centre and half-width are halved before they are added: ``high / 2 - low / 2``
+    is ``(high - low) / 2`` to the bit (halving is exact) but does not overflow for a Box of
+    +-3.4e38, the float32 "unbounded" idiom, where ``high - low`` is inf in float32."""
     if spec.squash == "none":
         return z
     low = np.asarray(spec.action_low, dtype=z.dtype.as_numpy_dtype)
     high = np.asarray(spec.action_high, dtype=z.dtype.as_numpy_dtype)
     if spec.squash == "sigmoid":
         return low + (high - low) * tf.sigmoid(z)
-    return (high + low) / 2 + (high - low) / 2 * tf.tanh(z)
+    return (high / 2 + low / 2) + (high / 2 - low / 2) * tf.tanh(z)
 
 
 def dist_params(spec: PolicySpec, w: dict[str, tf.Tensor], obs: tf.Tensor) -> tf.Tensor:

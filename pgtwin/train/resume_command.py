@@ -37,9 +37,10 @@ def _searched_from_environment() -> set[Path]:
 def resume_command(logdir: str, env_module: str | None = None) -> str:
     """``pgtwin train --resume --logdir LOGDIR``, preceded by ``PYTHONPATH=DIR`` when the
     run's ``env_module`` was imported from the working directory or ``PYTHONPATH`` (not
-    from an installed package). Quoted for a POSIX shell."""
-    command = f"pgtwin train --resume --logdir {shlex.quote(logdir)}"
+    from an installed package); LOGDIR then absolute too, since the command is meant to
+    work from another directory. Quoted for a POSIX shell."""
     root = module_root(env_module) if env_module else None
     if root is None or root not in _searched_from_environment():
-        return command
-    return f"PYTHONPATH={shlex.quote(str(root))} {command}"
+        return f"pgtwin train --resume --logdir {shlex.quote(logdir)}"
+    return (f"PYTHONPATH={shlex.quote(str(root))} pgtwin train --resume --logdir "
+            f"{shlex.quote(os.path.abspath(logdir))}")
