@@ -1,6 +1,8 @@
 """Errors both twins raise, defined once so callers can catch them whatever the twin."""
 from __future__ import annotations
 
+import os
+import sysconfig
 from types import FrameType
 
 
@@ -81,10 +83,41 @@ def innermost_frame(err: BaseException) -> tuple[FrameType, int] | None:
     return tb.tb_frame, tb.tb_lineno
 
 
+PROJECT_PACKAGES = frozenset({"pgtwin", "pgtwin_core", "legacy_graph", "eager"})
+"""pgtwin's top-level packages: their frames are not the user's code."""
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Where installed packages and the standard library live (their frames are not the
+    user's code either)."""
+    paths = sysconfig.get_paths()
+    return tuple(os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib",
+                                                               "purelib", "platlib") if k in paths)
+
+
+def _is_users(frame: FrameType) -> bool:
+    """Whether ``frame`` runs code outside pgtwin, installed packages and the stdlib."""
+    module = str(frame.f_globals.get("__name__", "")).split(".")[0]
+    path = os.path.realpath(frame.f_code.co_filename)
+    return module not in PROJECT_PACKAGES and not path.startswith(_library_dirs()) \
+        and not path.startswith("<")
+
+
 def raised_at(err: BaseException) -> str:
-    """``FILE:LINE in FUNCTION`` where ``err`` was raised, or ``""`` if it never was."""
-    found = innermost_frame(err)
-    if found is None:
+    """``FILE:LINE in FUNCTION`` of the user's code where ``err`` was raised: the innermost
+    frame of its traceback outside pgtwin, installed packages and the standard library
+    (``(inside MODULE)`` added where the exception came from deeper, e.g. TensorFlow's
+    ops); the innermost frame where no frame is the user's; ``""`` if it was never raised."""
+    tb, frames = err.__traceback__, []
+    while tb is not None:
+        frames.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    if not frames:
         return ""
-    frame, line = found
-    return f"{frame.f_code.co_filename}:{line} in {frame.f_code.co_name}"
+    users = [f for f in frames if _is_users(f[0])]
+    frame, line = users[-1] if users else frames[-1]
+    where = f"{frame.f_code.co_filename}:{line} in {frame.f_code.co_name}"
+    inner = frames[-1][0]
+    if inner is not frame:
+        where += f" (inside {inner.f_globals.get('__name__', '?')})"
+    return where

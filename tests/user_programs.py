@@ -68,7 +68,7 @@ class KerasAgent:
     def __init__(self, dtype="float32", epsilon=1e-8, reduce=tf.reduce_mean, from_logits=True,
                  kernel_initializer="glorot_uniform", last_activation=None, out_bias=True,
                  optimizer=None, train_last_layer_only=False, rmsprop_start=None, l2=None,
-                 train_loss_scale=1.0):
+                 train_loss_scale=1.0, train_extra_term=0.0, train_sets_rate=None):
         self.model = keras.Sequential([
             keras.layers.Dense(HIDDEN, activation="tanh", kernel_initializer=kernel_initializer,
                                kernel_regularizer=keras.regularizers.l2(l2) if l2 else None,
@@ -88,6 +88,8 @@ class KerasAgent:
         self.reduce = reduce
         self.train_last_layer_only = train_last_layer_only
         self.train_loss_scale = train_loss_scale  # a train step that minimises another loss
+        self.train_extra_term = train_extra_term  # ... or adds a term the loss does not have
+        self.train_sets_rate = train_sets_rate  # a rate the step sets (annealed-rate code)
 
     def compute_loss(self, obs, actions, returns):
         logits = self.model(obs)
@@ -95,8 +97,13 @@ class KerasAgent:
         return {"loss": loss, "logits": logits}
 
     def train_step(self, obs, actions, returns):
+        if self.train_sets_rate is not None:
+            self.optimizer.learning_rate.assign(self.train_sets_rate)
         with tf.GradientTape() as tape:
-            loss = self.compute_loss(obs, actions, returns)["loss"] * self.train_loss_scale
+            out = self.compute_loss(obs, actions, returns)
+            loss = out["loss"] * self.train_loss_scale
+            if self.train_extra_term:  # e.g. a logits penalty only the train step has
+                loss += self.train_extra_term * tf.reduce_mean(tf.square(out["logits"]))
         variables = (self.model.layers[-1].trainable_variables if self.train_last_layer_only
                      else self.model.trainable_variables)
         grads = tape.gradient(loss, variables)

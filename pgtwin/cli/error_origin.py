@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import traceback
 
-from pgtwin_core.errors import innermost_frame
-
-PROJECT_PACKAGES = frozenset({"pgtwin", "pgtwin_core", "legacy_graph", "eager"})
-"""The top-level packages whose ``ValueError`` is a deliberate refusal of the settings."""
+from pgtwin_core.errors import PROJECT_PACKAGES, innermost_frame
 
 
 def raised_in(err: BaseException) -> tuple[str, str, int]:

@@ -107,7 +107,8 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     tol = {rung: (rtol if rtol is not None else r, atol if atol is not None else a)
            for rung, (r, a) in tolerances(dtype).items()}
     weights_map, state_map = split_name_map(name_map, set(legacy.state))
-    mapping = infer_mapping(legacy.infos(), eager.infos(), weights_map)
+    mapping = infer_mapping(legacy.infos(), eager.infos(), weights_map,
+                            tf2_orders=[eager.infos(eager.creation_order)])
     state = infer_mapping(legacy.state_infos(), eager.state_infos(), state_map)
     explain_roles(mapping, state)
     report.mapping_table = mapping.to_table()
@@ -130,7 +131,7 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
 
     legacy_out = legacy.run()
     eager_out, eager_grads = eager.run()
-    if eager.program.outputs is None:  # every key both sides return
+    if eager.program.outputs is None:  # TF1Program.outputs' keys; the loss's others left out
         eager_out = {k: v for k, v in eager_out.items() if k in legacy_out}
     rows = with_layer_hints(output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
                                          sides=("TF1Program", "TF2Program")), legacy, eager)
@@ -256,9 +257,11 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     hint, cause, clipping, kind, settings = "", "", "", "", {}
     if eager.optimizer is not None:
         kind, settings = keras_optimizer(eager.optimizer)
+        tf1_clip = tf1_clipping(legacy.train_op)
         rows.extend(optimizer_rows(tf1_kind, tf1_settings, kind, settings,
-                                   ("its train_op", type(eager.optimizer).__name__), ctx))
-        clipping = clipping_hint(tf1_clipping(legacy.train_op), settings)
+                                   ("its train_op", type(eager.optimizer).__name__), ctx,
+                                   tf1_clip))
+        clipping = clipping_hint(tf1_clip, settings)
         cause = "; ".join(x for x in (
             drift_hint(tf1_kind, eager.optimizer) if tf1_kind == kind else "", clipping) if x)
         if dtype == "float64" and rounded_to_float32(tf1_settings, settings):
@@ -286,9 +289,11 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         if failure is not None:
             return rows + [failure]
         after1, after2 = _all_values(legacy), _all_values(eager)
+        if step == 1 and eager.optimizer is not None:
+            rows = _rates_after_first_step(rows, eager, tf1_settings, where)
         step_rows = [] if moments is None else _train_gradient_rows(
             legacy, eager, mapping, moments, (tf1_settings["beta_1"], settings["beta_1"]),
-            *grad_tol, where, clipping or TRAIN_GRADIENT)
+            *grad_tol, where, clipping)
         step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
                                   rtol, atol, where, hint, step_cause, step_scaled,
                                   STUCK_MOVED if p.tf1.name in stuck else WEIGHT_MOVED)
@@ -312,17 +317,38 @@ TRAIN_GRADIENT = ("the gradient the train step took (from Adam's first moment) p
 """The note of a train-step gradient row that parts (:func:`_train_gradient_rows`)."""
 
 
+def _rates_after_first_step(rows: list[Row], eager: TF2Side, tf1_settings: Mapping[str, float],
+                            where: str) -> list[Row]:
+    """``rows`` with a failing ``optimizer.learning_rate`` row judged again on the rate the
+    Keras optimizer holds after the first step: a train step may set it from the batch
+    (``optimizer.learning_rate.assign(batch["lr"])``, as annealed-rate PPO code does), so
+    the rate read before any step is not the one the step used."""
+    index = next((i for i, r in enumerate(rows)
+                  if r.item == "optimizer.learning_rate" and not r.ok), None)
+    if index is None:
+        return rows
+    _, settings = keras_optimizer(eager.optimizer)
+    a, b = float(tf1_settings.get("learning_rate", 0.0)), settings.get("learning_rate")
+    if b is None or abs(a - b) > 1e-6 * max(abs(a), abs(b)):
+        return rows
+    old = rows[index]
+    return rows[:index] + [Row(old.rung, old.item, 0.0, 0.0, True,
+                               f"{old.note} before the first step; the TF2 train step sets "
+                               f"{b:g}, TF1's rate (read after it)", where)] + rows[index + 1:]
+
+
 def _train_gradient_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                          moments: tuple[dict, dict], beta_1: tuple[float, float], rtol: float,
-                         atol: float, where: str, note: str) -> list[Row]:
+                         atol: float, where: str, clipping: str) -> list[Row]:
     """Per pair with Adam slots on both sides: the gradient each side's first train step
     applied, ``g = (m_after - beta_1 m_before) / (1 - beta_1)`` (Adam's first-moment
-    update solved for g; a Keras slot not built before the step was 0), with ``note`` where
-    they part (a clipping one side does, else :data:`TRAIN_GRADIENT`). None for a pair
+    update solved for g; a Keras slot not built before the step was 0), with a note where
+    they part (:func:`_train_gradient_note`: ``clipping``, the note of a clipping only TF1's
+    graph does, where the two differ by one common factor). None for a pair
     where either side has no slot, or a step left a side's m as it was (it applied no
     gradient to the variable: its weights row names the side that did not move it)."""
     (before1, before2), after1, after2 = moments, legacy.adam_moments(), eager.adam_moments()
-    rows = []
+    rows, taken = [], []
     for p in mapping.pairs:
         a, b = p.tf1.name, p.tf2.name
         if a not in after1 or b not in after2 or any(
@@ -333,11 +359,33 @@ def _train_gradient_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMappi
                    - beta * np.asarray(before.get(n, 0.0), np.float64)) / (1.0 - beta)
                   for after, before, n, beta in ((after1, before1, a, beta_1[0]),
                                                  (after2, before2, b, beta_1[1])))
-        row = compare_arrays("weights", f"{a} -> {b}: train step's gradient", g1, g2, rtol,
-                             atol, where)
-        rows.append(row if row.ok else Row(row.rung, row.item, row.max_abs, row.max_rel,
-                                           False, note, where))
-    return rows
+        rows.append(compare_arrays("weights", f"{a} -> {b}: train step's gradient", g1, g2,
+                                   rtol, atol, where))
+        taken.append((g1, g2))
+    if all(r.ok for r in rows):
+        return rows
+    note = _train_gradient_note(taken, clipping)
+    return [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False, note, where)
+            for r in rows]
+
+
+def _train_gradient_note(taken: list[tuple[np.ndarray, np.ndarray]], clipping: str) -> str:
+    """Why the train steps' gradients part, from all of them ``(TF1's, TF2's)``: where TF2's
+    is TF1's times one common factor c (to 1e-6 of its norm), a clipping only TF1 does
+    (c > 1, with ``clipping`` said) or a scaled loss; else :data:`TRAIN_GRADIENT`."""
+    g1 = np.concatenate([a.ravel() for a, _ in taken])
+    g2 = np.concatenate([b.ravel() for _, b in taken])
+    norm1, norm2 = float(g1 @ g1), float(np.linalg.norm(g2))
+    if norm1 == 0.0 or norm2 == 0.0:
+        return TRAIN_GRADIENT
+    c = float(g1 @ g2) / norm1
+    if np.linalg.norm(g2 - c * g1) > 1e-6 * norm2:
+        return TRAIN_GRADIENT
+    if c > 1.0 and clipping:
+        return f"the TF2 train step's gradient is {c:.4g}x TF1's, all of it: {clipping}"
+    return (f"the TF2 train step's gradient is {c:.4g}x TF1's, all of it: a loss scaled in "
+            "the train step (a mean against a sum, a coefficient), or a clipping one side does "
+            "(Adam's steps hide a scale: only its m shows it)")
 
 
 def _step_setup(legacy: TF1Side, eager: TF2Side, optimizer: Any, dtype: str,

@@ -10,6 +10,7 @@ weight_decay``) so one table compares them; a setting one side lacks counts as 0
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -134,14 +135,18 @@ def keras_optimizer(optimizer: Any) -> tuple[str, dict[str, float]]:
 
 def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind: str,
                    keras_settings: Mapping[str, float], names: tuple[str, str],
-                   context: str) -> list[Row]:
+                   context: str, tf1_clip: tuple[str, str] | None = None) -> list[Row]:
     """Weights-rung rows: the kinds, then every setting either side has.
 
     Values are compared to a relative 1e-6: float32 storage changes a setting by < 6e-8
-    relative, a different default (epsilon 1e-8 vs 1e-7) by far more. Gradient clipping
-    (Keras ``clipnorm``...) is reported but not failed: TF1 code clips in the graph before
-    the apply op, where this reader does not look. ``names`` are what to call the two
-    optimizers in the notes (the TF1 class or apply op, the Keras class).
+    relative, a different default (epsilon 1e-8 vs 1e-7) by far more. Gradient clipping:
+    TF1 code clips in its graph before the apply op (``tf1_clip``, read by
+    :func:`tf1_clipping`: what and the Keras setting that does the same), Keras in its
+    optimizer (``clipnorm``...); a Keras clipping of another kind than TF1's fails (the
+    weights show it only on a batch whose gradients are clipped), one TF1's graph shows no
+    clipping op for warns, the same kind passes (the thresholds are compared through the
+    weights). ``names`` are what to call the two optimizers in the notes (the TF1 class or
+    apply op, the Keras class).
     """
     tf1_name, keras_name = names
     if tf1_kind != keras_kind:
@@ -156,19 +161,53 @@ def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind:
         diff = abs(a - b)
         scale = max(abs(a), abs(b))
         rel = diff / scale if scale > 0 else 0.0
-        informational = key in ("clipnorm", "global_clipnorm", "clipvalue", "use_ema")
+        if key in _CLIPS:
+            rows.append(_clipping_row(key, b, tf1_clip, keras_name, context))
+            continue
+        informational = key == "use_ema"
         ok = rel <= 1e-6 or informational
         note = ""
         if rel > 1e-6:
             note = f"TF1 {key}={a:g}, {keras_name} {key}={b:g}"
             if key == "epsilon" and tf1_kind == "adam":
-                note += " (Keras Adam defaults to epsilon=1e-7, TF1's AdamOptimizer to 1e-8: " \
-                        "write epsilon=1e-8)"
-            if informational:
-                note = (f"{keras_name} {key}={b:g}; TF1's clipping, if any, is in its graph, "
-                        "which this row does not read (compared through the weights)")
+                note += (f" (Keras Adam defaults to epsilon=1e-7, TF1's AdamOptimizer to 1e-8: "
+                         f"write epsilon={_short(a)})")
         rows.append(Row("weights", f"optimizer.{key}", diff, rel, ok, note, context))
+    if tf1_clip is not None and not any(k in keras_settings for k in _CLIPS):
+        rows.append(Row("weights", "optimizer.clipping", 0.0, 0.0, True,
+                        f"TF1 clips the gradients {tf1_clip[0]} in its graph; the Keras "
+                        f"optimizer does not clip (compared through the train steps: set "
+                        f"{tf1_clip[1]}, unless the TF2 train step clips them itself)", context))
     return rows
+
+
+def _short(x: float) -> str:
+    """``x`` as code would write it: ``1e-8``, ``1e-5``, ``0.001`` (not ``1e-08``)."""
+    return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m.group(1).replace("+", "") + m.group(2),
+                  f"{x:g}")
+
+
+_CLIPS = ("clipnorm", "global_clipnorm", "clipvalue")
+"""Keras' gradient clipping settings."""
+
+
+def _clipping_row(key: str, value: float, tf1_clip: tuple[str, str] | None, keras_name: str,
+                  context: str) -> Row:
+    """The row of one Keras clipping setting against TF1's clipping (:func:`optimizer_rows`)."""
+    item = f"optimizer.{key}"
+    if tf1_clip is None:
+        return Row("weights", item, 0.0, 0.0, True,
+                   f"WARNING {keras_name} {key}={value:g}, and TF1's train_op runs no "
+                   "tf.clip_by_* op: if TF1 does not clip, leave it out", context)
+    what, setting = tf1_clip
+    if key == setting:
+        return Row("weights", item, 0.0, 0.0, True,
+                   f"TF1 clips {what} too (its threshold is compared through the weights)",
+                   context)
+    return Row("weights", item, float("inf"), float("inf"), False,
+               f"TF1 clips the gradients {what} in its graph and {keras_name} has "
+               f"{key}={value:g}: use {setting} (clipnorm clips each gradient by its own norm, "
+               "global_clipnorm all of them together, as tf.clip_by_global_norm)", context)
 
 
 def drift_hint(tf1_kind: str, optimizer: Any) -> str:
@@ -260,4 +299,4 @@ def clipping_hint(tf1_clip: tuple[str, str] | None, keras_settings: Mapping[str,
                 f"{', '.join(keras)}: use {setting} (clipnorm clips each gradient by its "
                 "own norm, global_clipnorm all of them together, as tf.clip_by_global_norm)")
     return (f"TF1 clips the gradients {what} in its graph and the Keras optimizer does not "
-            f"clip: set {setting} (or clip in the train step)")
+            f"clip: set {setting}, unless the TF2 train step clips them itself")

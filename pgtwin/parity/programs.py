@@ -89,7 +89,8 @@ class TF2Program:
         ``GradientTape`` (it may call ``tf.function``\\ s); the variables it reads are the
         TF2 side's variables, in the order it first reads them.
       outputs: keys of the loss's dict to compare with the TF1 outputs; None: every key
-        both sides return.
+        of ``TF1Program.outputs`` (one the loss does not return fails: the TF1 side asked
+        for it), and the loss's other keys are left out.
       train_step: the user's own step, ``train_step(obj, inputs)``, with their optimizer and
         their ``apply_gradients``; the weights rung runs it. None: when ``optimizer`` is
         given, the harness applies it to the loss's gradients.

@@ -33,6 +33,21 @@ tf1 = tf.compat.v1
 GRAPH_SEED = 0
 
 
+@contextlib.contextmanager
+def _named_feeds() -> Iterator[None]:
+    """A Session run that misses a placeholder raises :class:`FeedError` naming it and the
+    fix, not TensorFlow's InvalidArgumentError."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as err:
+        if "must feed a value for placeholder" not in str(err):
+            raise
+        name = str(err).split("placeholder tensor '")[-1].split("'")[0]
+        raise FeedError(f"the TF1 graph needs placeholder {name!r}, which TF1Program.feeds "
+                        f"does not name: add feeds={{..., 'KEY': {name!r}}} and an input "
+                        "array KEY") from None
+
+
 class FeedError(ValueError):
     """An input that cannot be fed to its placeholder as ``feed_dict`` would."""
 
@@ -235,13 +250,17 @@ class TF1Side:
     def initial_draws(self, draws: int) -> dict[str, np.ndarray]:
         """``{name: [draws, *shape]}``: each variable's initializer run ``draws`` times.
 
-        Leaves the variables at their last draw (the caller loads the weights after).
+        The variables are put back as they were (a comparison that starts from TF1's own
+        initial values, ``weights=None``, must start from those, not from a redraw: a batch
+        recorded from the program's first policy then fits it).
         """
+        before = self.values()
         out = {n: [] for n in self.variables}
         for _ in range(draws):
             self.session.run([v.initializer for v in self.variables.values()])
             for n, value in self.values().items():
                 out[n].append(value)
+        self.load(before)
         return {n: np.stack(v) for n, v in out.items()}
 
     def initializer_kind(self, name: str) -> str:
@@ -273,8 +292,10 @@ class TF1Side:
     def optimizer(self) -> tuple[str, dict[str, float]]:
         """``(kind, settings)`` of the optimizer the ``train_op`` runs on the compared
         variables, read now (``optimizer_config.tf1_optimizer``; a learning rate built
-        under the update ops' control would run them, so the state is put back)."""
-        with state_kept(self):
+        under the update ops' control would run them, so the state is put back; a
+        placeholder only the train_op reads, left out of the feeds, is a
+        :class:`FeedError`)."""
+        with state_kept(self), _named_feeds():
             return tf1_optimizer(self.train_op, self.session, self.feed, self.variables.values())
 
     def adam_moments(self) -> dict[str, np.ndarray]:
@@ -300,15 +321,8 @@ class TF1Side:
             self.train_op = tf.group(step, *updates) if updates else step
 
     def _run(self, fetches: Any) -> Any:
-        try:
+        with _named_feeds():
             return self.session.run(fetches, self.feed)
-        except tf.errors.InvalidArgumentError as err:
-            if "must feed a value for placeholder" in str(err):
-                name = str(err).split("placeholder tensor '")[-1].split("'")[0]
-                raise FeedError(f"the TF1 graph needs placeholder {name!r}, which "
-                                "TF1Program.feeds does not name: add "
-                                f"feeds={{..., 'KEY': {name!r}}} and an input array KEY") from None
-            raise
 
     def close(self) -> None:
         """Close the harness's Session and any Session the user's object opened."""

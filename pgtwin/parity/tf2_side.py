@@ -149,6 +149,9 @@ class TF2Side:
         handles = [by_id.get(id(v), v) for v in watched]
         self.handles = _by_name(handles, self.model, self.obj)
         self.variables = {name: underlying(h) for name, h in self.handles.items()}
+        made = {id(underlying(v)): i for i, v in reversed(list(enumerate(owned)))}
+        self.creation_order = sorted(self.variables, key=lambda n: made.get(
+            id(self.variables[n]), len(made)))  # stable: the unowned keep the read order
         read = {id(v) for v in watched}
         self.not_compared = list(dict.fromkeys(
             underlying(v).name.split(":")[0] for v in owned if id(underlying(v)) not in read))
@@ -161,10 +164,12 @@ class TF2Side:
                  if id(underlying(v)) not in slots]
         self.state = _by_name(state, self.model, self.obj)
 
-    def infos(self) -> list[VariableInfo]:
-        """The variables the loss reads as :class:`VariableInfo`, in first-read order."""
-        return [VariableInfo(n, tuple(v.shape.as_list()), v.dtype.base_dtype.name)
-                for n, v in self.variables.items()]
+    def infos(self, order: list[str] | None = None) -> list[VariableInfo]:
+        """The variables the loss reads as :class:`VariableInfo`, in first-read order (or in
+        ``order``, e.g. :attr:`creation_order`: the model's)."""
+        return [VariableInfo(n, tuple(self.variables[n].shape.as_list()),
+                             self.variables[n].dtype.base_dtype.name)
+                for n in (order or self.variables)]
 
     def values(self) -> dict[str, np.ndarray]:
         """``{name: value}`` now."""
