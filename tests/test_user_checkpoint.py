@@ -58,19 +58,22 @@ class TF1Policy:
         return {self.obs: batch["obs"], self.act: batch["act"], self.ret: batch["ret"]}
 
 
-def keras_policy(bias=True, dtype="float32"):
-    """The migration: the same two layers as a Keras 3 Sequential."""
+def keras_policy(bias=True, dtype="float32", named=True):
+    """The migration: the same two layers as a Keras 3 Sequential (``named=False``: Keras'
+    own names, numbered per process: sequential_3/dense_6)."""
+    def name(text):
+        return {"name": text} if named else {}
     return keras.Sequential([
         keras.Input((OBS_DIM,), dtype=dtype),
-        keras.layers.Dense(HIDDEN, activation="tanh", use_bias=bias, name="fc1", dtype=dtype),
-        keras.layers.Dense(N_ACTIONS, use_bias=bias, name="out", dtype=dtype)], name="pi")
+        keras.layers.Dense(HIDDEN, activation="tanh", use_bias=bias, dtype=dtype, **name("fc1")),
+        keras.layers.Dense(N_ACTIONS, use_bias=bias, dtype=dtype, **name("out"))], **name("pi"))
 
 
 class TF2Policy:
     def __init__(self, bias=True, lr=0.01, dtype="float32", betas=(0.9, 0.999), epsilon=1e-8,
-                 make_optimizer=None):
+                 make_optimizer=None, named=True):
         self.dtype = dtype
-        self.model = keras_policy(bias, dtype)
+        self.model = keras_policy(bias, dtype, named)
         self.optimizer = make_optimizer() if make_optimizer else \
             keras.optimizers.Adam(lr, *betas, epsilon)
 
@@ -321,3 +324,85 @@ def test_a_tf_keras_model_and_adam_take_the_checkpoint(tmp_path):
     tf.train.Checkpoint(model=user.model).restore(dst).expect_partial()
     np.testing.assert_allclose(user.model(batch["obs"].astype("float32")), tf1_logits,
                                rtol=1e-5, atol=1e-6)
+
+
+def test_two_slots_of_another_optimizer_are_not_taken_for_adams_m_and_v():
+    # Adadelta names its accumulators W/Adadelta and W/Adadelta_1, RMSProp W/RMSProp(_1):
+    # any S, S_1 used to pass as Adam's m and v (an Adadelta actor beside an Adam critic
+    # converted with the critic's step count and no word).
+    from pgtwin.migrate.tf1_checkpoint import adam_pair
+
+    m, v = np.array([0.5, -0.25]), np.array([0.01, 0.04])
+    assert adam_pair({"Adadelta": v, "Adadelta_1": v}) is None
+    assert adam_pair({"RMSProp": v, "RMSProp_1": m}) is None
+    assert adam_pair({"critic_rms": v, "critic_rms_1": m}) is None  # a negative "v"
+    got = adam_pair({"my_adam": m, "my_adam_1": v})  # Adam under a name of its own
+    assert got is not None and got[0] is m and got[1] is v
+
+
+def test_a_float64_adam_checkpoint_is_read_as_float64_though_its_beta_powers_are_float32():
+    from pgtwin.cli.commands.convert_checkpoint import _checkpoint_dtype
+
+    values = {"policy/w": np.zeros((2, 2)), "policy/w/Adam": np.zeros((2, 2)),
+              "beta1_power": np.float32(0.9), "beta2_power": np.float32(0.999)}
+    assert _checkpoint_dtype(values) == "float64"
+    assert _checkpoint_dtype({**values, "policy/b": np.zeros(2, np.float32)}) == "float32"
+
+
+def test_a_model_with_keras_own_layer_names_converts_and_verifies(tmp_path):
+    # The check restores into a second build of the program, whose unnamed layers Keras
+    # numbers afresh (sequential_1/dense_2 where the first was sequential/dense): it looked
+    # the first build's names up in the second and raised KeyError.
+    batch = make_batch()
+    _, _, src = trained_tf1(tmp_path, batch)
+    result = convert_user_checkpoint(src, str(tmp_path / "tf2" / "ckpt"), tf1_program(),
+                                     tf2_program(named=False), batch)
+    assert result.report.ok, result.report.to_table()
+    assert result.optimizer_state == "adam" and result.iterations == 2
+
+
+def test_a_destination_that_cannot_be_written_is_named_and_nothing_is_left(tmp_path):
+    # /proc refuses new directories (as a read-only mount does): it was tempfile's traceback.
+    from pgtwin.migrate.checkpoint_prefix import staged_prefix
+
+    with pytest.raises(ValueError, match=r"cannot write the checkpoint /proc/x/ckpt: .*; choose "
+                                         r"a directory you can write in. Nothing was written."):
+        with staged_prefix("/proc/x/ckpt"):
+            pass
+    # a failure inside: the directories made for the prefix go too
+    with pytest.raises(RuntimeError):
+        with staged_prefix(str(tmp_path / "a" / "b" / "ckpt")):
+            raise RuntimeError("the conversion failed")
+    assert os.listdir(tmp_path) == []
+
+
+def test_with_the_tf1_program_its_optimizer_settings_are_held_to_the_keras_ones(tmp_path):
+    # The one-step check steps both sides with the Keras settings (only the state is under
+    # test there): a Keras Adam at lr 1e-3 against TF1's 1e-2 was written, "parity OK", and
+    # nothing said so. Going on at another rate may be the point: a warning.
+    batch = make_batch()
+    _, _, src = trained_tf1(tmp_path, batch)
+    result = convert_user_checkpoint(src, str(tmp_path / "tf2" / "ckpt"), tf1_program(),
+                                     tf2_program(lr=1e-3), batch)
+    [warned] = result.report.warnings
+    assert (warned.item, warned.note) == (
+        "optimizer.learning_rate", "WARNING TF1 learning_rate=0.01, Adam learning_rate=0.001: "
+                                   "the next step is not TF1's")
+    assert "1 with a warning" in result.report.summary()
+
+
+def test_a_meta_file_or_a_moved_directory_is_read_or_named(tmp_path):
+    # The .meta file is the one users pick; a directory copied from elsewhere keeps a
+    # 'checkpoint' file whose absolute paths name nothing here.
+    import shutil
+
+    from pgtwin.migrate.tf1_checkpoint import checkpoint_prefix
+
+    _, _, src = trained_tf1(tmp_path, make_batch())
+    assert checkpoint_prefix(src + ".meta") == src
+    moved = tmp_path / "moved"
+    shutil.copytree(os.path.dirname(src), moved)
+    shutil.rmtree(os.path.dirname(src))
+    with pytest.raises(ValueError, match=r"'checkpoint' file names no checkpoint that exists "
+                                         r"\(its paths are stale"):
+        checkpoint_prefix(str(moved))

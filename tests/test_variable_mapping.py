@@ -215,3 +215,43 @@ def test_a_bias_left_over_because_one_side_shares_a_layer_is_not_called_missing(
     assert ("Every bias of shape (16,) on the other side is paired already (torso/b (16,)): "
             "if one side shares a layer (reuse=True, a Keras layer called twice)"
             ) in problems["torso_b/bias"]
+
+
+def test_the_models_creation_order_serves_where_the_losss_read_order_crosses_equal_shapes():
+    # Keras' default names say nothing (dense, dense_1 ...); the TF2 loss reads the value
+    # MLP first, the model made the policy MLP first, as TF1 did. By the read order the
+    # policy's 64 x 64 layer pairs with the value's.
+    def info(name, shape):
+        return VariableInfo(name, shape)
+    tf1 = [info("pi/fc0/w", (4, 64)), info("pi/fc0/b", (64,)), info("pi/fc1/w", (64, 64)),
+           info("pi/fc1/b", (64,)), info("vf/fc0/w", (4, 64)), info("vf/fc0/b", (64,)),
+           info("vf/fc1/w", (64, 64)), info("vf/fc1/b", (64,)), info("pi/w", (64, 2)),
+           info("pi/b", (2,)), info("vf/w", (64, 1)), info("vf/b", (1,))]
+    made = [info(f"m/dense_{i // 2}/{'kernel' if i % 2 == 0 else 'bias'}", v.shape)
+            for i, v in enumerate(tf1)]
+    read = made[4:8] + made[0:4] + made[10:12] + made[8:10]  # the value net first
+    by_read = {p.tf1.name: p.tf2.name for p in infer_mapping(tf1, read).pairs}
+    assert by_read["pi/fc1/w"] != "m/dense_1/kernel"  # what the read order alone gives
+    both = {p.tf1.name: p.tf2.name for p in infer_mapping(tf1, read, tf2_orders=[made]).pairs}
+    assert both == {v.name: m.name for v, m in zip(tf1, made)}
+
+
+def test_scopes_that_number_a_layer_differently_are_not_similar_names():
+    # A checkpoint alone (no order): TF1's 1-based q/fc1..fc3 against Keras' 0-based
+    # q/fc0..fc2, hidden layers all 32 x 32. Names pair fc1 and fc2 with their namesakes; the
+    # leftover q/fc3 was then paired with q/fc0 as a "similar name" (both under q), and the
+    # conversion went through scrambled. Numbered apart, it stays unpaired: --map is asked.
+    tf1 = [VariableInfo(f"q/fc{i}/{leaf}", shape) for i in (1, 2, 3)
+           for leaf, shape in (("W", (32, 32)), ("b", (32,)))]
+    tf2 = [VariableInfo(f"q/fc{i}/{leaf}", shape) for i in (0, 1, 2)
+           for leaf, shape in (("kernel", (32, 32)), ("bias", (32,)))]
+    mapping = infer_mapping(tf1, tf2, ordered=False)
+    assert not [p for p in mapping.pairs if p.how == "similar name"]
+    assert {p.variable.name for p in mapping.problems} >= {"q/fc3/W", "q/fc0/kernel"}
+    # fc1 under two scopes still says the same layer
+    alike = infer_mapping([VariableInfo("actor/fc1/bn/gamma", (8,)),
+                           VariableInfo("actor/fc2/bn/gamma", (8,))],
+                          [VariableInfo("actor/fc1_bn/gamma", (8,)),
+                           VariableInfo("actor/fc2_bn/gamma", (8,))], ordered=False)
+    assert {(p.tf1.name, p.tf2.name) for p in alike.pairs} == {
+        ("actor/fc1/bn/gamma", "actor/fc1_bn/gamma"), ("actor/fc2/bn/gamma", "actor/fc2_bn/gamma")}

@@ -45,15 +45,47 @@ def move_into_place(tmp: str, out_dir: str, base: str, existing: list[str]) -> N
 def staged_prefix(dst: str, overwrite: bool = False) -> Iterator[str]:
     """A temporary prefix beside ``dst`` to write and verify; moved to ``dst`` on a clean exit.
 
-    Raises :class:`FileExistsError` on entry when ``dst`` exists and not ``overwrite``.
+    Raises :class:`FileExistsError` on entry when ``dst`` exists and not ``overwrite``, and
+    ``ValueError`` naming ``dst`` when its directory cannot be made or written (nothing is
+    left: the directories it made for ``dst`` are removed again, also after a failure in
+    the body).
     """
     dst = os.path.abspath(dst)
     out_dir, base = os.path.dirname(dst), os.path.basename(dst)
     existing = refuse_existing(dst, overwrite)
-    os.makedirs(out_dir, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{base}-", dir=out_dir)
+    made = _missing_ancestors(out_dir)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".tmp-{base}-", dir=out_dir)
+    except OSError as err:
+        _remove_empty(made)
+        raise ValueError(f"cannot write the checkpoint {dst}: {err.strerror or err} "
+                         f"({err.filename or out_dir}); choose a directory you can write in. "
+                         "Nothing was written.") from None
+    done = False
     try:
         yield os.path.join(tmp, base)
         move_into_place(tmp, out_dir, base, existing)
+        done = True
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if not done:  # a failed conversion leaves no directories it made either
+            _remove_empty(made)
+
+
+def _missing_ancestors(path: str) -> list[str]:
+    """``path`` and its ancestors that do not exist yet, innermost first."""
+    missing = []
+    while path and not os.path.exists(path) and os.path.dirname(path) != path:
+        missing.append(path)
+        path = os.path.dirname(path)
+    return missing
+
+
+def _remove_empty(dirs: list[str]) -> None:
+    """Remove the directories of ``dirs`` (innermost first) that exist and are empty."""
+    for path in dirs:
+        try:
+            os.rmdir(path)
+        except OSError:
+            return

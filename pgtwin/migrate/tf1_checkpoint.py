@@ -23,12 +23,14 @@ import tensorflow as tf
 _POWER = re.compile(r"(^|/)beta([12])_power(_\d+)?$")
 
 
-_FILE_SUFFIX = re.compile(r"\.(index|data-\d+-of-\d+)$")
+_FILE_SUFFIX = re.compile(r"\.(index|meta|data-\d+-of-\d+)$")
+"""A checkpoint's files beside its prefix: the index, the shards, and the ``Saver``'s graph
+(``.meta``, the file users most often pick)."""
 
 
 def checkpoint_prefix(src: str) -> str:
     """The prefix of the TF1 checkpoint ``src``: a prefix (``model.ckpt-5``), one of its files
-    (``model.ckpt-5.index``, ``model.ckpt-5.data-00000-of-00001``: the prefix is what
+    (``model.ckpt-5.index``, ``.meta``, ``model.ckpt-5.data-00000-of-00001``: the prefix is what
     TensorFlow reads, and it takes an ``.index`` file for an empty checkpoint), or a directory
     with a ``checkpoint`` file (its latest).
 
@@ -39,9 +41,13 @@ def checkpoint_prefix(src: str) -> str:
     if os.path.isdir(src):
         latest = tf.train.latest_checkpoint(src)
         if latest is None:
-            raise ValueError(f"{src!r} is a directory without a 'checkpoint' file: give the "
-                             "checkpoint's prefix (model.ckpt for model.ckpt.index)"
-                             + _listed(src))
+            stale = os.path.isfile(os.path.join(src, "checkpoint"))
+            raise ValueError(
+                f"{src!r} is a directory whose 'checkpoint' file "
+                + ("names no checkpoint that exists (its paths are stale: the directory was "
+                   "moved or copied?)" if stale else "is missing")
+                + ": give the checkpoint's prefix (model.ckpt for model.ckpt.index)"
+                + _listed(src))
         return latest
     prefix = _FILE_SUFFIX.sub("", src)
     if not os.path.isfile(f"{prefix}.index"):
@@ -95,12 +101,22 @@ def slot_parents(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[str, 
     return out
 
 
+NOT_ADAM = frozenset({"Adadelta", "Adagrad", "AdagradDA", "ProximalAdagrad", "Ftrl",
+                      "RMSProp", "Momentum", "GradientDescent", "ProximalGradientDescent"})
+"""The default names of TF1's other optimizers, which name their slots (``W/Adadelta``,
+``W/Adadelta_1``): two slots ``S``, ``S_1`` of one of these are not Adam's m and v."""
+
+
 def adam_pair(slots: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(m, v)`` when a variable's slots ``{suffix: value}`` are exactly one Adam pair ``S``, ``S_1``."""
+    """``(m, v)`` when a variable's slots ``{suffix: value}`` are exactly one Adam pair ``S``,
+    ``S_1`` (``S`` the optimizer's name: ``Adam``, or the ``name=`` it was given): not for
+    another optimizer's default name (:data:`NOT_ADAM`), nor where the second slot has a
+    negative entry (Adam's v is a mean of squares; RMSProp's momentum is not)."""
     pairs = [s for s in slots if f"{s}_1" in slots]
-    if len(pairs) != 1 or len(slots) != 2:
+    if len(pairs) != 1 or len(slots) != 2 or pairs[0].split("/")[-1] in NOT_ADAM:
         return None
-    return slots[pairs[0]], slots[f"{pairs[0]}_1"]
+    m, v = slots[pairs[0]], slots[f"{pairs[0]}_1"]
+    return None if np.any(np.asarray(v) < 0) else (m, v)
 
 
 def adam_step_count(beta1_power: float, beta2_power: float, beta1: float, beta2: float) -> int:

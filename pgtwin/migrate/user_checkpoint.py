@@ -58,7 +58,7 @@ from pgtwin.migrate.checkpoint_prefix import refuse_existing, staged_prefix
 from pgtwin.migrate.keras_adam_state import adam_slots, build_optimizer, is_keras_adam
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.model_state import VARIABLE_OPS, split_name_map
-from pgtwin.parity.optimizer_config import keras_optimizer
+from pgtwin.parity.optimizer_config import keras_optimizer, optimizer_rows, tf1_clipping
 from pgtwin.parity.parity_rows import output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
@@ -72,7 +72,9 @@ from pgtwin.parity.variable_mapping import VariableInfo, VariableMapping, infer_
 tf1 = tf.compat.v1
 
 _APPLY_ADAM = {"ApplyAdam", "ResourceApplyAdam"}
-_PASS_THROUGH = {"Identity", "ReadVariableOp", "Enter"}
+_PASS_THROUGH = {"Identity", "ReadVariableOp", "Enter", "Cast"}
+"""Ops between a variable and the op that reads it: a float64 graph's ``ApplyAdam`` reads its
+float32 beta powers through a ``Cast``."""
 #: ``(rtol, atol)`` of the one-step check, on the *step* (weights after - before), by dtype.
 #: Keras 3 computes Adam's bias corrections from betas rounded to float32 (``ops.cast`` of
 #: a Python float), TF1 from its stored powers, which it keeps in float32 even in a float64
@@ -197,6 +199,7 @@ def convert_user_checkpoint(
             written = writer.write(staged)
             report = _verify(written, tf2_program, fed, eager, mapping, state, oracle, adam,
                              steps, legacy, dtype, seed)
+            report.rows.extend(_settings_rows(legacy, optimizer, dtype))
             report.mapping_table = everything.to_table()
             if not report.ok:
                 raise ConversionVerificationError(report)
@@ -208,6 +211,25 @@ def convert_user_checkpoint(
         used |= {n for n, v in values.items() if _is_global_step(n, v)}
     how = "none" if optimizer is None else "adam" if adam is not None else "fresh"
     return UserConversion(dst, everything, how, steps, sorted(set(values) - used), notes, report)
+
+
+def _settings_rows(legacy: TF1Side | None, optimizer: Any, dtype: str) -> list[Row]:
+    """With the TF1 program: its ``train_op``'s optimizer settings, read at the restored
+    step (a decayed rate at its ``global_step``), against the Keras optimizer's, read at its
+    ``iterations`` (``pgtwin.parity.optimizer_config.optimizer_rows``). The one-step check
+    of :func:`_verify` steps both sides with the Keras settings, so only the state is
+    under test there: a rate, epsilon or schedule that differs from TF1's shows here, as a
+    warning (continuing with other settings, or another optimizer, may be the point of the
+    conversion; the next step is then not TF1's)."""
+    if legacy is None or legacy.train_op is None or optimizer is None:
+        return []
+    kind, settings = keras_optimizer(optimizer)
+    rows = optimizer_rows(*legacy.optimizer(), kind, settings,
+                          ("its train_op", type(optimizer).__name__), f"{dtype}, the settings",
+                          tf1_clipping(legacy.train_op))
+    return [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, True,
+                               f"WARNING {r.note}: the next step is not TF1's", r.context)
+            for r in rows]
 
 
 # ------------------------------------------------------------------- TF1 side
@@ -265,7 +287,8 @@ def _pairings(tf1_infos: list[VariableInfo], tf1_state: list[VariableInfo], eage
     is state when its TF2 variable is; the problems stay with the first mapping."""
     if ordered:
         weights_map, state_map = split_name_map(name_map, {i.name for i in tf1_state})
-        return (infer_mapping(tf1_infos, eager.infos(), weights_map),
+        return (infer_mapping(tf1_infos, eager.infos(), weights_map,
+                              tf2_orders=[eager.infos(eager.creation_order)]),
                 infer_mapping(tf1_state, eager.state_infos(), state_map))
     joint = infer_mapping(tf1_infos, eager.infos() + eager.state_infos(), name_map,
                           ordered=False)
@@ -345,6 +368,9 @@ def _tf1_adam(values: Mapping[str, np.ndarray], mapping: VariableMapping,
     has_state = any(n in by_var for n in names) or any(power_key(n) for n in values)
     reason = None
     pairs = {n: adam_pair(by_var.get(n, {})) for n in names}
+    if legacy is not None:  # the graph says which optimizer updates each variable
+        adam = _adam_updated(legacy, names)
+        pairs = {n: p if n in adam else None for n, p in pairs.items()}
     powers = _powers(values, names, legacy)
     if not has_state:
         reason = "the checkpoint holds no optimizer state for the converted variables"
@@ -435,6 +461,13 @@ def _powers(values: Mapping[str, np.ndarray], names: Sequence[str],
             "(--tf1) so its graph says which one trained these variables")
 
 
+def _adam_updated(legacy: TF1Side, names: Sequence[str]) -> set[str]:
+    """Which of ``names`` the TF1 graph updates by an ``ApplyAdam`` op (an Adadelta or
+    RMSProp also names its two slots ``S``, ``S_1``)."""
+    return {_source_variable(op.inputs[0]) for op in legacy.graph.get_operations()
+            if op.type in _APPLY_ADAM} & set(names)
+
+
 def _apply_adam_powers(op: tf.Operation) -> tuple[str, str] | None:
     b1, b2 = _source_variable(op.inputs[3]), _source_variable(op.inputs[4])
     return None if b1 is None or b2 is None else (b1, b2)
@@ -505,10 +538,16 @@ def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2
     except AssertionError as err:
         report.add(Row("variables", "restore into a fresh model", float("inf"), float("inf"),
                        False, str(err).splitlines()[0][:300], dtype))
+    # The fresh copy's names may differ from the written one's (Keras numbers unnamed
+    # layers per process: sequential_2/dense_8): the same program reads its variables in
+    # the same order, so they correspond by position.
+    rename = {**dict(zip(written.variables, fresh.variables)),
+              **dict(zip(written.state, fresh.state))}
     restored = {**fresh.values(), **fresh.state_values()}
     for p in mapping.pairs + state.pairs:
         report.add(compare_arrays("variables", f"{p.tf1.name} -> {p.tf2.name}",
-                                  oracle[p.tf1.name], restored[p.tf2.name], 0.0, 0.0, dtype))
+                                  oracle[p.tf1.name], restored[rename[p.tf2.name]], 0.0, 0.0,
+                                  dtype))
     compared = [*written.variables.values(),
                 *(underlying(written.state[p.tf2.name]) for p in state.pairs)]
     for a, b in zip(_all_variables(written.model), _all_variables(fresh.model)):
@@ -517,7 +556,7 @@ def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2
                                       0.0, 0.0, dtype))
     if adam is not None:
         for p in mapping.pairs:
-            m_slot, v_slot = adam_slots(optimizer, fresh.handles[p.tf2.name])
+            m_slot, v_slot = adam_slots(optimizer, fresh.handles[rename[p.tf2.name]])
             m, v = adam.slots[p.tf1.name]
             report.add(compare_arrays("variables", f"{p.tf1.name}/Adam -> m", m,
                                       np.asarray(m_slot), 0.0, 0.0, dtype))
@@ -538,13 +577,13 @@ def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2
         grads = {p.tf1.name: 0.1 * rng.standard_normal(p.tf1.shape) for p in mapping.pairs}
         expected = tf1_adam_step(oracle, adam, grads, keras_optimizer(optimizer)[1])
         optimizer.apply_gradients(
-            [(tf.constant(grads[p.tf1.name], fresh.variables[p.tf2.name].dtype),
-              fresh.handles[p.tf2.name]) for p in mapping.pairs])
+            [(tf.constant(grads[p.tf1.name], fresh.variables[rename[p.tf2.name]].dtype),
+              fresh.handles[rename[p.tf2.name]]) for p in mapping.pairs])
         after = fresh.values()
         for p in mapping.pairs:
             report.add(compare_arrays("weights", f"{p.tf1.name} -> {p.tf2.name}",
                                       expected[p.tf1.name] - oracle[p.tf1.name],
-                                      after[p.tf2.name] - restored[p.tf2.name],
+                                      after[rename[p.tf2.name]] - restored[rename[p.tf2.name]],
                                       *STEP_TOLERANCES[dtype], f"{dtype}, one Adam step"))
     return report
 

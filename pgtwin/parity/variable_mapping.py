@@ -174,7 +174,8 @@ def _describe(candidates: Sequence[VariableInfo]) -> str:
 
 def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
                   name_map: Mapping[str, str] | None = None,
-                  ordered: bool = True) -> VariableMapping:
+                  ordered: bool = True,
+                  tf2_orders: Sequence[Sequence[VariableInfo]] = ()) -> VariableMapping:
     """Pair every TF1 variable with a TF2 variable (see the module docstring for the rules).
 
     Args:
@@ -183,13 +184,17 @@ def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
       name_map: ``{tf1 name: tf2 name}`` pairs that override the inference.
       ordered: False when the TF1 order is unknown (a checkpoint's names, sorted): rule 2
         is skipped, so only shape and name pair them.
+      tf2_orders: other orders of the same TF2 variables (the model's creation order):
+        rule 2 aligns TF1's with the one of these and ``tf2`` that pairs the most (``tf2``
+        on a tie). A loss that reads the critic before the actor reads equal shapes in
+        another order than TF1 made them; the model made them in TF1's.
 
     Returns:
       A :class:`VariableMapping` whose pairs are in TF1 order; ``problems`` lists each
       variable left unpaired, with its candidates.
     """
     name_map = dict(name_map or {})
-    state = _Pairing(list(tf1), list(tf2))
+    state = _Pairing(list(tf1), list(_best_order(tf1, [tf2, *tf2_orders]) if ordered else tf2))
     problems = _pair_by_name_map(state, name_map)
     if ordered:
         _pair_named_against_order(state, skip=set(name_map))
@@ -198,6 +203,17 @@ def infer_mapping(tf1: Sequence[VariableInfo], tf2: Sequence[VariableInfo],
     problems += _unpaired(state, skip=set(name_map))
     return VariableMapping(pairs=[state.paired[v.name] for v in tf1 if v.name in state.paired],
                            problems=problems)
+
+
+def _best_order(tf1: Sequence[VariableInfo], orders: list[Sequence[VariableInfo]]
+                ) -> Sequence[VariableInfo]:
+    """The one of ``orders`` whose (shape, kind) tokens align with the most of ``tf1``'s
+    (the first on a tie)."""
+    def aligned(order):
+        matcher = difflib.SequenceMatcher(None, [_token(v) for v in tf1],
+                                          [_token(v) for v in order], autojunk=False)
+        return sum(b.size for b in matcher.get_matching_blocks())
+    return max(orders, key=lambda order: (aligned(order), -orders.index(order)))
 
 
 @dataclass
@@ -312,7 +328,8 @@ def _pair_by_shape_or_name(state: _Pairing, skip: set[str]) -> None:
         rivals = [x for x in state.left(skip)[0] if _token(x) == _token(a)]
         if len(named) == 1:
             state.pair(a, named[0], "name")
-        elif len(candidates) == 1 and len(rivals) == 1:
+        elif len(candidates) == 1 and len(rivals) == 1 and not _numbered_apart(
+                _name_parts(a.name)[1], _name_parts(candidates[0].name)[1]):
             state.pair(a, candidates[0], "shape")
         else:
             near = _most_alike(a, candidates)
@@ -333,11 +350,24 @@ def _most_alike(a: VariableInfo, others: Sequence[VariableInfo]) -> VariableInfo
     None when no other has the leaf or two share as many."""
     leaf, words = _name_parts(a.name)
     scores = sorted(((len(words & w), o) for o in others
-                     for l, w in [_name_parts(o.name)] if l == leaf),
+                     for l, w in [_name_parts(o.name)]
+                     if l == leaf and not _numbered_apart(words, w)),
                     key=lambda x: -x[0])
     if not scores or (len(scores) > 1 and scores[0][0] == scores[1][0]):
         return None
     return scores[0][1]
+
+
+def _numbered_apart(words: set[str], others: set[str]) -> bool:
+    """Whether two scopes number the same thing differently (``fc3`` against ``fc0``): two
+    layers, whatever else their names share (a 1-based TF1 ``q/fc3`` is not a 0-based
+    Keras ``q/fc0``, though both are under ``q``)."""
+    def numbered(ws):  # a word of letters and a number; a bare number (Keras' dense_3
+        # counts layers per process) says nothing
+        return {re.sub(r"\d+", "#", w): w for w in ws
+                if re.search(r"\d", w) and re.search(r"[a-z]", w)}
+    mine, theirs = numbered(words - others), numbered(others - words)
+    return any(stem in theirs for stem in mine)
 
 
 def _unpaired(state: _Pairing, skip: set[str]) -> list[MappingProblem]:
