@@ -248,6 +248,9 @@ def test_scopes_that_number_a_layer_differently_are_not_similar_names():
     mapping = infer_mapping(tf1, tf2, ordered=False)
     assert not [p for p in mapping.pairs if p.how == "similar name"]
     assert {p.variable.name for p in mapping.problems} >= {"q/fc3/W", "q/fc0/kernel"}
+    why = next(p.message for p in mapping.problems if p.variable.name == "q/fc3/W")
+    assert why.startswith("q/fc0/kernel (32, 32) is the only TF2 kernel of this shape left, but "
+                          "the two scopes number the layer differently"), why
     # fc1 under two scopes still says the same layer
     alike = infer_mapping([VariableInfo("actor/fc1/bn/gamma", (8,)),
                            VariableInfo("actor/fc2/bn/gamma", (8,))],

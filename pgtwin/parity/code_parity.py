@@ -114,7 +114,8 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     report.mapping_table = mapping.to_table()
     report.pairs = mapping.to_records("trained") + state.to_records("state")
     if state.pairs or state.problems:
-        report.mapping_table += "\n\nState (not trained; moved by the forward pass):\n" + \
+        report.mapping_table += ("\n\nState (not trained: moving statistics, frozen copies such as a "
+                                 "target network):\n") + \
             state.to_table()
     report.rows.extend(_variable_rows(legacy, eager, mapping, ctx))
     report.rows.extend(_state_rows(state, ctx))
@@ -291,9 +292,11 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         after1, after2 = _all_values(legacy), _all_values(eager)
         if step == 1 and eager.optimizer is not None:
             rows = _rates_after_first_step(rows, eager, tf1_settings, where)
-        step_rows = [] if moments is None else _train_gradient_rows(
-            legacy, eager, mapping, moments, (tf1_settings["beta_1"], settings["beta_1"]),
-            *grad_tol, where, clipping)
+        if moments is not None:  # step 1's own check, kept in the report whatever follows
+            rows = rows + _train_gradient_rows(
+                legacy, eager, mapping, moments, (tf1_settings["beta_1"], settings["beta_1"]),
+                *grad_tol, where, clipping)
+        step_rows: list[Row] = []
         step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
                                   rtol, atol, where, hint, step_cause, step_scaled,
                                   STUCK_MOVED if p.tf1.name in stuck else WEIGHT_MOVED)
@@ -304,7 +307,7 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                                                before2, after2, eager.momentum_of(p.tf2.name)),
                                   step_scaled, STATE_MOVED)
                       for p in state.pairs]
-        if not all(r.ok for r in step_rows) or step == steps:
+        if not all(r.ok for r in rows + step_rows) or step == steps:
             return rows + step_rows
     return rows
 
@@ -379,13 +382,15 @@ def _train_gradient_note(taken: list[tuple[np.ndarray, np.ndarray]], clipping: s
     if norm1 == 0.0 or norm2 == 0.0:
         return TRAIN_GRADIENT
     c = float(g1 @ g2) / norm1
-    if np.linalg.norm(g2 - c * g1) > 1e-6 * norm2:
+    common = np.linalg.norm(g2 - c * g1) <= 1e-6 * norm2
+    factor = f"the TF2 train step's gradient is {c:.4g}x TF1's, all of it: " if common else ""
+    if clipping:  # the two sides clip differently: the likeliest cause, said first
+        return factor + clipping if common else (
+            f"{clipping} (the gradients the two train steps took part, read from Adam's m)")
+    if not common:
         return TRAIN_GRADIENT
-    if c > 1.0 and clipping:
-        return f"the TF2 train step's gradient is {c:.4g}x TF1's, all of it: {clipping}"
-    return (f"the TF2 train step's gradient is {c:.4g}x TF1's, all of it: a loss scaled in "
-            "the train step (a mean against a sum, a coefficient), or a clipping one side does "
-            "(Adam's steps hide a scale: only its m shows it)")
+    return (factor + "a loss scaled in the train step (a mean against a sum, a coefficient), "
+            "or a clipping one side does (Adam's steps hide a scale: only its m shows it)")
 
 
 def _step_setup(legacy: TF1Side, eager: TF2Side, optimizer: Any, dtype: str,

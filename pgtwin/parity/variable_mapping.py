@@ -416,6 +416,11 @@ def _why_unpaired(a: VariableInfo, rest1: Sequence[VariableInfo],
     what = kind(a.name, a.shape)
     if len(fitting) > 1:
         return f"ambiguous: it could be any of {_describe(fitting)}"
+    if fitting and not rivals and _numbered_apart(_name_parts(a.name)[1],
+                                                  _name_parts(fitting[0].name)[1]):
+        return (f"{_describe(fitting)} is the only TF2 {what} of this shape left, but the two "
+                "scopes number the layer differently (a 1-based and a 0-based count?): if "
+                "they are one layer, pair them with --map (name_map)")
     if fitting:
         return (f"ambiguous: {_describe(fitting)} is the only TF2 {what} of this shape left, "
                 f"and {_describe(rivals)} fit it too")
