@@ -406,3 +406,19 @@ def test_a_meta_file_or_a_moved_directory_is_read_or_named(tmp_path):
     with pytest.raises(ValueError, match=r"'checkpoint' file names no checkpoint that exists "
                                          r"\(its paths are stale"):
         checkpoint_prefix(str(moved))
+
+
+def test_without_the_tf1_program_float_inputs_take_the_checkpoints_dtype(tmp_path):
+    # With --tf1 the feeds are cast to the placeholders' dtypes; without, a float64 batch met
+    # a float32 model ("cannot compute Mul ... double tensor").
+    def uncast_loss(agent, b):  # as user code feeds a float32 model: no casts of its own
+        logits = agent.model(b["obs"])
+        nlp = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(b["act"], tf.int32), logits=logits)
+        return {"loss": tf.reduce_mean(nlp * b["ret"])}
+
+    batch = make_batch()  # float64 obs and returns
+    _, _, src = trained_tf1(tmp_path, batch)
+    program = TF2Program(build=TF2Policy, loss=uncast_loss, optimizer="optimizer", model="model")
+    result = convert_user_checkpoint(src, str(tmp_path / "tf2" / "ckpt"), None, program, batch)
+    assert result.report.ok, result.report.to_table()

@@ -56,6 +56,14 @@ def checkpoint_prefix(src: str) -> str:
     return prefix
 
 
+def checkpoint_dtype(values: Mapping[str, np.ndarray]) -> str:
+    """``float64`` when every float variable of a checkpoint's ``values`` is but Adam's beta
+    powers, else ``float32``: TF1 keeps the powers in float32 even in a float64 graph, so a
+    float64 Adam checkpoint always holds two float32 scalars."""
+    floats = {v.dtype.name for n, v in values.items() if v.dtype.kind == "f" and not power_key(n)}
+    return "float64" if floats == {"float64"} else "float32"
+
+
 def _listed(directory: str) -> str:
     """``; the checkpoints in DIR: a, b`` from its ``*.index`` files (prefixes), or ''."""
     try:

@@ -63,8 +63,8 @@ from pgtwin.parity.parity_rows import output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
 from pgtwin.migrate.tf1_checkpoint import (
-    adam_pair, adam_step_count, checkpoint_prefix, load_tf1_adam, power_key, read_tf1_checkpoint,
-    slot_parents)
+    adam_pair, adam_step_count, checkpoint_dtype, checkpoint_prefix, load_tf1_adam, power_key,
+    read_tf1_checkpoint, slot_parents)
 from pgtwin.parity.tf1_side import TF1Side, variable_name
 from pgtwin.parity.tf2_side import TF2Side, underlying
 from pgtwin.parity.variable_mapping import VariableInfo, VariableMapping, infer_mapping
@@ -172,7 +172,11 @@ def convert_user_checkpoint(
         else:
             tf1_infos, tf1_state = _checkpoint_infos(values, drop), []
             oracle = {i.name: values[i.name] for i in tf1_infos}
-            fed = dict(inputs)
+            # No placeholders to cast to: floats take the checkpoint's dtype, as a feed
+            # to a TF1 placeholder of it would (float64 returns into a float32 model).
+            dtype0 = checkpoint_dtype(values)
+            fed = {k: np.asarray(v).astype(dtype0) if np.asarray(v).dtype.kind == "f"
+                   else v for k, v in inputs.items()}
         eager = TF2Side(tf2_program, fed)
         mapping, state = _pairings(tf1_infos, tf1_state, eager, name_map, legacy is not None)
         everything = VariableMapping(mapping.pairs + state.pairs,

@@ -232,10 +232,7 @@ def _run_user(args: argparse.Namespace, parser: argparse.ArgumentParser,
 
 
 def _checkpoint_dtype(values) -> str:
-    """``float64`` when every float variable of the checkpoint is but Adam's beta powers,
-    else ``float32``: TF1 keeps the powers in float32 even in a float64 graph, so a float64
-    Adam checkpoint always holds two float32 scalars."""
-    from pgtwin.migrate.tf1_checkpoint import power_key
+    """The checkpoint's dtype (``pgtwin.migrate.tf1_checkpoint.checkpoint_dtype``)."""
+    from pgtwin.migrate.tf1_checkpoint import checkpoint_dtype
 
-    floats = {v.dtype.name for n, v in values.items() if v.dtype.kind == "f" and not power_key(n)}
-    return "float64" if floats == {"float64"} else "float32"
+    return checkpoint_dtype(values)
