@@ -525,3 +525,10 @@ def test_resume_by_env_names_the_impl_and_seed_it_looked_for(tmp_path, capsys, m
     assert ("--resume: no run of CartPole-v1 with --impl graph and --seed 0 found under runs/; "
             "pass --logdir, or the --impl and --seed the run was trained with"
             ) in capsys.readouterr().err
+
+
+def test_a_resume_that_changes_a_store_true_flag_names_the_flag():
+    from pgtwin.cli.commands.train import option_for
+
+    assert option_for("deterministic") == "--deterministic"
+    assert option_for("config.learning_rate") == "--lr (config.learning_rate)"

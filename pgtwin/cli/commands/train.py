@@ -189,14 +189,18 @@ GIVEN = {"seed": "seed", "steps": "total_steps", "num_envs": "num_envs",
          "max_consecutive_skips": "max_consecutive_skips", "logdir": "logdir"}
 
 
+FLAGS_APART = ("deterministic",)
+"""Settings whose flag :func:`given_values` reads apart from :data:`GIVEN` (named as the flag)."""
+
+
 def option_for(setting: str) -> str:
     """The command-line option that gives ``setting`` (``config.learning_rate`` ->
     ``--lr (config.learning_rate)``, ``impl`` -> ``--impl``), or the setting's name where
     no option does."""
     field = setting.split(".", 1)[-1]
     option = next((o for o, f in GIVEN.items() if f == field), None)
-    if option is None:
-        return setting
+    if option is None:  # a flag given_values sets apart (a store_true)
+        return f"--{setting}" if setting in FLAGS_APART else setting
     flag = f"--{option.replace('_', '-')}"
     return flag if option == setting else f"{flag} ({setting})"
 
