@@ -149,13 +149,14 @@ def collect(
     ep_returns: list[np.ndarray] = []
     ep_lengths: list[np.ndarray] = []
 
-    obs = state.obs
+    obs, act_dtype = state.obs, _action_dtype(envs)
     for t in range(num_steps):
         params = np.asarray(policy_fn(obs))
         _check_params(params, spec, n, t)
         actions, log_probs = sampling.sample(spec, params, rng)
         _check_finite_actions(actions, params, t)
-        next_obs, rewards, terminated, truncated, _ = _step(envs, spec, actions, t, state.env_steps + n)
+        next_obs, rewards, terminated, truncated, _ = _step(envs, spec, actions, act_dtype, t,
+                                                           state.env_steps + n)
         state.env_steps += n
         _check_obs_shape(next_obs, state.obs.shape, t, state.env_steps)
         _check_finite_obs(next_obs, t, state.env_steps)
@@ -191,13 +192,13 @@ def collect(
     return batch, state
 
 
-def _step(envs: gym.vector.VectorEnv, spec: PolicySpec, actions: np.ndarray, step: int,
-          env_steps: int):
+def _step(envs: gym.vector.VectorEnv, spec: PolicySpec, actions: np.ndarray,
+          act_dtype: np.dtype, step: int, env_steps: int):
     """``envs.step`` of the sampled actions; a sub-env's shape error gets the step added,
     and anything else the env raises becomes an :class:`EnvStepError` naming the step and
     the line of the env's code that raised."""
     try:
-        return envs.step(sampling.env_actions(spec, actions, _action_dtype(envs)))
+        return envs.step(sampling.env_actions(spec, actions, act_dtype))
     except ObservationShapeError as err:
         where = f"rollout step {step} (env-step {env_steps})"
         if err.env_index is None:  # re-raised from an async worker: only its message is left
