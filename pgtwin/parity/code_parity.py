@@ -292,22 +292,21 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         after1, after2 = _all_values(legacy), _all_values(eager)
         if step == 1 and eager.optimizer is not None:
             rows = _rates_after_first_step(rows, eager, tf1_settings, where)
-        if moments is not None:  # step 1's own check, kept in the report whatever follows
-            rows = rows + _train_gradient_rows(
-                legacy, eager, mapping, moments, (tf1_settings["beta_1"], settings["beta_1"]),
-                *grad_tol, where, clipping)
-        step_rows: list[Row] = []
-        step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
-                                  rtol, atol, where, hint, step_cause, step_scaled,
-                                  STUCK_MOVED if p.tf1.name in stuck else WEIGHT_MOVED)
-                      for p in mapping.pairs]
+        gradient_rows = [] if moments is None else _train_gradient_rows(
+            legacy, eager, mapping, moments, (tf1_settings["beta_1"], settings["beta_1"]),
+            *grad_tol, where, clipping)
+        rows = rows + gradient_rows  # step 1's own check, kept whatever follows
+        step_rows = [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
+                                 rtol, atol, where, hint, step_cause, step_scaled,
+                                 STUCK_MOVED if p.tf1.name in stuck else WEIGHT_MOVED)
+                     for p in mapping.pairs]
         step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
                                   rtol, atol, where, "",
                                   _state_cause(p.tf1.name, p.tf2.name, before1, after1,
                                                before2, after2, eager.momentum_of(p.tf2.name)),
                                   step_scaled, STATE_MOVED)
                       for p in state.pairs]
-        if not all(r.ok for r in rows + step_rows) or step == steps:
+        if not all(r.ok for r in gradient_rows + step_rows) or step == steps:
             return rows + step_rows
     return rows
 
