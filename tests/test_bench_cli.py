@@ -149,8 +149,21 @@ def test_bench_end_to_end_quick(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_bench_without_a_match_fails_with_a_message(capsys):
-    assert main(["bench", "--quick", "-k", "no_such_benchmark_xyz"]) == 1
-    assert "no benchmark matched (pytest -k 'no_such_benchmark_xyz')" in capsys.readouterr().err
+    # a selection that matches nothing is the user's input: exit 2, with where to look
+    assert main(["bench", "--quick", "-k", "no_such_benchmark_xyz"]) == 2
+    err = capsys.readouterr().err
+    assert "no benchmark matched (pytest -k 'no_such_benchmark_xyz')" in err
+    assert "--collect-only -q" in err
+
+
+@pytest.mark.slow
+def test_a_bad_k_expression_says_pytests_reason_without_its_session_header(capsys):
+    # It printed pytest's whole session header first and its reason last, and exited 1.
+    assert main(["bench", "--quick", "-k", "test_iteration and ("]) == 2
+    err = capsys.readouterr().err
+    assert "-k 'test_iteration and (': pytest refused the selection: ERROR: Wrong expression" \
+        in err, err
+    assert "test session starts" not in err and "platform linux" not in err, err
 
 
 def test_suite_progress_says_a_line_per_suite_file():

@@ -146,13 +146,19 @@ def child_environment() -> dict[str, str]:
     return env
 
 
+class SelectionError(RuntimeError):
+    """The user's ``-k`` selected no benchmark, or pytest refused it (exit 4, a usage
+    error: its ``ERROR:`` lines are the message, without the session header before them)."""
+
+
 def run_suites(quick: bool, keyword: str | None = None, paths: list[str] | None = None,
                echo=None, progress=None) -> dict[str, Any]:
     """Run the suites in a child pytest and return pytest-benchmark's JSON document.
 
     ``progress(text)`` gets a line as each suite file finishes (:class:`SuiteProgress`).
-    Raises ``RuntimeError`` with pytest's output tail if a benchmark fails (a failing body
-    is a bug, not a slow figure) or if nothing was measured.
+    Raises :class:`SelectionError` where ``keyword`` selects nothing or pytest refuses it,
+    ``RuntimeError`` with pytest's output tail if a benchmark fails (a failing body is a
+    bug, not a slow figure) or if nothing was measured.
     """
     with tempfile.TemporaryDirectory(prefix="pgtwin-bench-") as tmp:
         json_path = os.path.join(tmp, "benchmarks.json")
@@ -171,14 +177,18 @@ def run_suites(quick: bool, keyword: str | None = None, paths: list[str] | None 
         if echo is not None:
             echo(stdout)
         if proc.returncode == 5:  # pytest: no test collected or all deselected
-            raise RuntimeError(f"no benchmark matched (pytest -k {keyword!r})")
+            raise SelectionError(f"no benchmark matched (pytest -k {keyword!r})")
+        if proc.returncode == 4:  # pytest: a usage error, which it says on its ERROR lines
+            said = [line for line in stdout.splitlines() if line.startswith("ERROR:")]
+            raise SelectionError("pytest refused the selection: "
+                                 + (" ".join(said) if said else stdout[-2000:]))
         if proc.returncode != 0 or not os.path.exists(json_path):
             tail = stdout[-4000:]
             raise RuntimeError(f"benchmark run failed (pytest exit {proc.returncode}):\n{tail}")
         with open(json_path) as f:
             doc = json.load(f)
     if not doc.get("benchmarks"):
-        raise RuntimeError(f"no benchmark matched (pytest -k {keyword!r})")
+        raise SelectionError(f"no benchmark matched (pytest -k {keyword!r})")
     return doc
 
 

@@ -3,7 +3,8 @@
 Each table gives pytest-benchmark's median per variant and its ratio to the TF1 Session
 twin (1.00), under a line naming the machine. ``--json`` keeps every figure with its group and
 name, ``--plot`` draws the ratios as bars, ``--markdown`` writes the tables for
-docs/benchmarks.md. Exit code 0 on success, 1 if a benchmark failed.
+docs/benchmarks.md. Exit code 0 on success, 1 if a benchmark failed, 2 where ``-k`` selects
+no benchmark or pytest refuses the expression.
 """
 from __future__ import annotations
 
@@ -67,6 +68,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         doc = bench.run_suites(args.quick, args.keyword,
                                progress=lambda text: print(f"pgtwin bench: {text}",
                                                            file=sys.stderr, flush=True))
+    except bench.SelectionError as err:
+        print(f"pgtwin bench: -k {args.keyword!r}: {err}; list the benchmarks with "
+              f"python -m pytest {bench.benchmarks_dir()} --collect-only -q", file=sys.stderr)
+        return 2
     except (RuntimeError, FileNotFoundError) as err:
         print(f"pgtwin bench: {err}", file=sys.stderr)
         return 1
