@@ -38,3 +38,20 @@ def test_an_env_that_can_be_checkpointed_says_nothing(tmp_path, capsys):
                                 "--logdir", str(tmp_path / "run"), *TINY)
     assert code == 0 and summary["resume_exact"] is True
     assert "cannot be checkpointed" not in err
+
+
+def test_deterministic_with_an_env_that_cannot_be_checkpointed_is_a_usage_error(tmp_path,
+                                                                                 capsys):
+    # It exited 1, as a run that failed; the flag and the env are the user's settings.
+    logdir = tmp_path / "run"
+    try:
+        code = main(["train", "--env", "tests.cli_envs:UnpicklableCartPole-v0",
+                     "--deterministic", "--steps", "32", "--logdir", str(logdir), *TINY])
+    except SystemExit as exit_info:
+        code = exit_info.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "--deterministic needs an env whose state can be checkpointed: cannot snapshot " \
+           "env 'UnpicklableCartPole-v0': Can't pickle local object" in err, err
+    assert "drop --deterministic" in err
+    assert not (logdir / "checkpoints").exists()  # refused before anything was written

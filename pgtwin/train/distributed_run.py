@@ -220,15 +220,7 @@ class _DistributedRun:
         self.snapshotable = self._check_snapshot()
 
     def _check_snapshot(self) -> bool:
-        try:
-            for env in self.envs:
-                env_snapshot.snapshot(env)
-            return True
-        except env_snapshot.EnvSnapshotError as err:
-            if self.settings.deterministic:
-                raise TrainingError(f"--deterministic needs an env whose state can be "
-                                    f"checkpointed: {err}") from err
-            return False
+        return env_snapshot.snapshot_problem(self.envs, self.settings.deterministic) is None
 
     # ------------------------------------------------------------------ collectives
     def _gather(self, value: float) -> list[float]:

@@ -95,6 +95,27 @@ def snapshot(envs: gym.vector.VectorEnv) -> bytes:
     return buf.getvalue()
 
 
+class NotCheckpointableError(ValueError):
+    """``--deterministic`` with an env whose state cannot be checkpointed: the run's settings
+    ask for what the env cannot give, so the command line refuses them as a usage error."""
+
+
+def snapshot_problem(envs: list[gym.vector.VectorEnv], deterministic: bool) -> str | None:
+    """None where every env of ``envs`` (a run's, one per local replica) can be snapshot;
+    else why not, or, with ``deterministic`` (a bit-exact resume needs the envs' state),
+    raises :class:`NotCheckpointableError` saying why."""
+    try:
+        for env in envs:
+            snapshot(env)
+    except EnvSnapshotError as err:
+        if deterministic:
+            raise NotCheckpointableError(
+                f"--deterministic needs an env whose state can be checkpointed: {err}; "
+                "drop --deterministic (a resume then reseeds the envs)") from err
+        return str(err)
+    return None
+
+
 def restore(data: bytes, fresh: gym.vector.VectorEnv) -> gym.vector.VectorEnv:
     """The env saved in ``data``; ``fresh`` (same id and size, not yet used) lends its env_fns.
 

@@ -297,15 +297,9 @@ class _Run:
         """``obs_norm`` runs: the observation statistics (checkpointed, written at the end)."""
 
     def _check_snapshot(self) -> bool:
-        try:
-            env_snapshot.snapshot(self.envs)
-            return True
-        except env_snapshot.EnvSnapshotError as err:
-            if self.settings.deterministic:
-                raise TrainingError(f"--deterministic needs an env whose state can be "
-                                    f"checkpointed: {err}") from err
-            self.snapshot_problem = str(err)
-            return False
+        self.snapshot_problem = env_snapshot.snapshot_problem([self.envs],
+                                                              self.settings.deterministic)
+        return self.snapshot_problem is None
 
     def _say_reseed_fallback(self) -> None:
         """The env state cannot go into checkpoints: say so before the run relies on them."""
