@@ -453,6 +453,18 @@ def test_tf_layers_under_keras_3_and_tf_contrib_get_the_legacy_instructions():
             compare_programs(TF1Program(build=with_layers, feeds={}, loss="l"),
                              up.tf2_program(), BATCH)
         assert "TF_USE_LEGACY_KERAS=1" in str(err.value) and '".[legacy]"' in str(err.value)
+
+        def with_v1_keras_layers():  # Keras 3 under TF >= 2.16: a TF1 optimizer fails on
+            x = tf1.placeholder(tf.float32, [None, 4])  # its variables
+            layer = tf1.keras.layers.Dense(2)
+            loss = tf.reduce_sum(layer(x))
+            tf1.train.AdamOptimizer().minimize(loss, var_list=layer.trainable_weights)
+
+        with pytest.raises(LegacyCodeError) as err:
+            compare_programs(TF1Program(build=with_v1_keras_layers, feeds={}, loss="l"),
+                             up.tf2_program(), BATCH)
+        assert "--legacy-keras" in str(err.value) and "TF_USE_LEGACY_KERAS=1" in str(err.value)
+        assert "_in_graph_mode" in str(err.value)  # the original error, kept
     with pytest.raises(LegacyCodeError, match="tf_slim"):
         compare_programs(TF1Program(build=with_contrib, feeds={}, loss="l"),
                          up.tf2_program(), BATCH)

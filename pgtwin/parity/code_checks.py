@@ -128,6 +128,18 @@ def explain_build_error(err: BaseException, what: str) -> LegacyCodeError | None
             + (" (TF_USE_LEGACY_KERAS is set, but tf_keras is not importable)"
                if os.environ.get("TF_USE_LEGACY_KERAS") else "")
             + f". Original error: {text}")
+    if isinstance(err, AttributeError) and "_in_graph_mode" in text:
+        # tf.compat.v1.keras.layers is Keras 3 itself on TensorFlow >= 2.16: its layers make
+        # Keras 3 variables, which a TF1 graph cannot hold.
+        return LegacyCodeError(
+            f"{what} builds Keras layers in a TF1 graph (tf.compat.v1.keras.layers or "
+            "tf.keras.layers), which TensorFlow >= 2.16 serves with Keras 3, whose variables "
+            f"a graph cannot hold. Install legacy Keras with {LEGACY_EXTRA} (tf_keras) and "
+            "set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported (pgtwin compare and "
+            "pgtwin convert-checkpoint: --legacy-keras)"
+            + (" (TF_USE_LEGACY_KERAS is set, but tf_keras is not importable)"
+               if os.environ.get("TF_USE_LEGACY_KERAS") else "")
+            + f". Original error: {text}")
     if isinstance(err, AttributeError) and "contrib" in text:
         return LegacyCodeError(
             f"{what} uses tf.contrib, which TensorFlow 2 removed. tf.contrib.layers and "

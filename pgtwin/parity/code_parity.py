@@ -288,6 +288,8 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         moments = (legacy.adam_moments(), eager.adam_moments()) if adam else None
         failure = _run_steps(legacy, eager, where)
         if failure is not None:
+            if step == 1 and eager.optimizer is not None:  # the rate it set before raising
+                rows = _rates_after_first_step(rows, eager, tf1_settings, where)
             return rows + [failure]
         after1, after2 = _all_values(legacy), _all_values(eager)
         if step == 1 and eager.optimizer is not None:
