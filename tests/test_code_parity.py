@@ -332,6 +332,22 @@ def test_a_train_step_that_drops_a_term_is_told_so():
                                   "minimises another loss than TF2Program.loss")
 
 
+def test_a_train_step_that_raises_after_setting_its_rate_is_named_first():
+    # The summary named the rate row (Adam(3e-4) before the step) and not the step that
+    # raised: the rate the step had set was not read again.
+    program = up.tf2_program(optimizer=keras.optimizers.Adam(3e-4, epsilon=1e-8),
+                             train_sets_rate=up.LR)
+
+    def raising_step(obj, batch):
+        obj.optimizer.learning_rate.assign(up.LR)
+        raise ValueError("Unknown variable: vf/kernel")
+
+    program = dataclasses.replace(program, train_step=raising_step)
+    report = compare_programs(up.tf1_program(), program, BATCH, steps=1)
+    assert report.first_failure.item == "train step", report.to_table()
+    assert "the TF2 train step raised ValueError: Unknown variable" in report.first_failure.note
+
+
 def test_a_rate_the_train_step_sets_is_read_after_the_step_it_sets_it_for():
     # Built with Adam(3e-4), the step assigns TF1's 1e-2 before it applies: the rate read
     # before any step was not the one the step used.
