@@ -163,3 +163,23 @@ def test_tf1_clipping_is_read_from_the_train_ops_graph():
         clipping = opt.apply_gradients(zip(clipped, variables))
     assert tf1_clipping(plain) is None
     assert tf1_clipping(clipping) == ("by their global norm", "global_clipnorm")
+
+
+def test_a_clip_in_the_forward_pass_is_not_a_gradient_clipping():
+    # tf.log(tf.clip_by_value(probs, 1e-8, 1)) clips no gradient: it was read as one, and the
+    # hint said to set clipvalue, which would add a bug.
+    from pgtwin.parity.optimizer_config import tf1_clipping
+
+    with tf.Graph().as_default():
+        w = tf.compat.v1.get_variable("w", [3], initializer=tf.compat.v1.ones_initializer())
+        probs = tf.nn.softmax(w)
+        loss = -tf.reduce_sum(tf.math.log(tf.clip_by_value(probs, 1e-8, 1.0)))
+        for minimize in (tf.compat.v1.train.AdamOptimizer(0.1).minimize,
+                         tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize):
+            assert tf1_clipping(minimize(loss), loss) is None
+            assert tf1_clipping(minimize(loss)) is None  # the gradient ops stop the walk too
+        opt = tf.compat.v1.train.AdamOptimizer(0.1)
+        grads, variables = zip(*opt.compute_gradients(loss))
+        clipped = [tf.clip_by_value(g, -1.0, 1.0) for g in grads]
+        train_op = tf.group(opt.apply_gradients(zip(clipped, variables)))  # under a group
+        assert tf1_clipping(train_op, loss) == ("by value", "clipvalue")

@@ -230,7 +230,7 @@ def _settings_rows(legacy: TF1Side | None, optimizer: Any, dtype: str) -> list[R
     kind, settings = keras_optimizer(optimizer)
     rows = optimizer_rows(*legacy.optimizer(), kind, settings,
                           ("its train_op", type(optimizer).__name__), f"{dtype}, the settings",
-                          tf1_clipping(legacy.train_op))
+                          tf1_clipping(legacy.train_op, legacy.loss))
     return [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, True,
                                f"WARNING {r.note}: the next step is not TF1's", r.context)
             for r in rows]

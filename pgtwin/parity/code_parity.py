@@ -258,7 +258,7 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     hint, cause, clipping, kind, settings = "", "", "", "", {}
     if eager.optimizer is not None:
         kind, settings = keras_optimizer(eager.optimizer)
-        tf1_clip = tf1_clipping(legacy.train_op)
+        tf1_clip = tf1_clipping(legacy.train_op, legacy.loss)
         rows.extend(optimizer_rows(tf1_kind, tf1_settings, kind, settings,
                                    ("its train_op", type(eager.optimizer).__name__), ctx,
                                    tf1_clip))

@@ -272,12 +272,32 @@ _TF1_CLIPS = (("clip_by_global_norm", "by their global norm", "global_clipnorm")
 """TF1's clipping ops by name scope: what they clip, and the Keras setting that does the same."""
 
 
-def tf1_clipping(train_op: Any) -> tuple[str, str] | None:
-    """``(what TF1 clips, the Keras setting for it)`` when a clipping op's name scope is
-    upstream of ``train_op`` (``tf.clip_by_global_norm`` between ``compute_gradients`` and
-    ``apply_gradients``), else None."""
+def tf1_clipping(train_op: Any, loss: Any = None) -> tuple[str, str] | None:
+    """``(what TF1 clips, the Keras setting for it)`` when a clipping op's name scope lies on
+    the path of a gradient into one of ``train_op``'s apply ops (``tf.clip_by_global_norm``
+    between ``compute_gradients`` and ``apply_gradients``), else None.
+
+    Only that path is walked: from each apply op's ``grad`` input up to the gradient ops
+    (``tf.gradients``' ``gradients/`` scope, an op's ``*_grad/`` scope) and, where ``loss``
+    (the TF1 loss tensor) is given, the ops the loss itself reads. A clip in the forward
+    pass (``tf.log(tf.clip_by_value(probs, 1e-8, 1))``, a ``hard_sigmoid``) clips no
+    gradient, and its own gradient ops are reached only through the gradient ops."""
     start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
-    names = [op.name for op in upstream_ops(start)]
+    forward = set(upstream_ops(loss)) if loss is not None else set()
+
+    def computes_gradients(op: tf.Operation) -> bool:
+        return (op in forward or op.type in ("VarHandleOp", "VariableV2", "Placeholder")
+                or op.name.split("/")[0].startswith("gradients") or "_grad/" in op.name)
+
+    names = []
+    for op in upstream_ops(start):
+        if not _op_kind(op.type):
+            continue
+        args = [a.name for a in op.op_def.input_arg]
+        for gradient in {"grad", "delta"} & set(args):  # delta: ApplyGradientDescent's
+            names += [o.name for o in upstream_ops(op.inputs[args.index(gradient)],
+                                                   stop=computes_gradients)
+                      if not computes_gradients(o)]
     for scope, what, setting in _TF1_CLIPS:
         if any(f"{scope}/" in name or name.startswith(scope) for name in names):
             return what, setting
