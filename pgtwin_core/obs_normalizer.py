@@ -28,6 +28,15 @@ EPS = 1e-8
 """Added to the variance before the square root (a constant feature gives 0, not NaN)."""
 
 
+def normalized_dtype(raw: np.dtype) -> np.dtype:
+    """The dtype normalised observations are kept in: the raw observations' own where it is
+    a float dtype (a float32 env stays float32), else float64. Normalised values are
+    fractions and signed: cast back to an env's uint8 or int32 they were truncated to
+    whole numbers, a negative one wrapped around to 255."""
+    raw = np.dtype(raw)
+    return raw if raw.kind == "f" else np.dtype(np.float64)
+
+
 class ObsNormalizer:
     """Per-feature running mean and variance over the last observation axis.
 
@@ -72,16 +81,16 @@ class ObsNormalizer:
 
     def wrap(self, policy_fn: PolicyFn) -> PolicyFn:
         """``policy_fn`` fed normalised observations (the statistics as they are now), in
-        the raw observations' dtype: the values :meth:`normalized_batch` stores, so the
-        update trains on exactly what the actions were sampled from."""
-        return lambda obs: policy_fn(self(obs).astype(np.asarray(obs).dtype))
+        :func:`normalized_dtype`: the values :meth:`normalized_batch` stores, so the update
+        trains on exactly what the actions were sampled from."""
+        return lambda obs: policy_fn(self(obs).astype(normalized_dtype(np.asarray(obs).dtype)))
 
     def normalized_batch(self, batch: Batch) -> Batch:
         """``batch`` with ``obs`` and ``next_obs`` normalised with the current statistics
-        (in the raw observations' dtype), the rest unchanged."""
+        (in :func:`normalized_dtype`), the rest unchanged."""
         import dataclasses
 
-        dtype = batch.obs.dtype
+        dtype = normalized_dtype(batch.obs.dtype)
         return dataclasses.replace(batch, obs=self(batch.obs).astype(dtype),
                                    next_obs=self(batch.next_obs).astype(dtype))
 

@@ -108,3 +108,26 @@ def test_loop_normalises_with_frozen_statistics_identically_in_both_twins(dtype)
         np.testing.assert_array_equal(g1.batch.obs, e1.batch.obs)
     else:  # the eager rollout's XLA forward pass rounds the Gaussian mean its own way (1 ulp)
         np.testing.assert_allclose(g1.batch.obs, e1.batch.obs, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("raw", [np.uint8, np.int32, np.int64])
+def test_integer_observations_are_normalised_to_floats_not_cast_back(raw):
+    # Cast back to the env's dtype, (obs - mean) / std was truncated to whole numbers and
+    # a negative value wrapped around to 255 in uint8: the policy and the update saw those.
+    norm = ObsNormalizer(obs_dim=3)
+    norm.update(np.array([[1, 0, 1], [3, 2, 1]], dtype=raw))
+    # by hand: mean [2, 1, 1], population var [1, 1, 0]
+    obs = np.array([[3, 2, 1], [1, 0, 1]], dtype=raw)
+    expected = np.array([[1.0, 1.0, 0.0], [-1.0, -1.0, 0.0]]) / np.sqrt([1 + EPS, 1 + EPS, EPS])
+    expected[:, 2] = 0.0
+    seen = []
+    norm.wrap(lambda o: seen.append(o) or np.zeros((2, 2)))(obs)
+    np.testing.assert_allclose(seen[0], expected, rtol=1e-7)
+    assert seen[0].dtype == np.float64
+
+
+def test_float32_observations_stay_float32():
+    norm = ObsNormalizer(obs_dim=2)
+    seen = []
+    norm.wrap(lambda o: seen.append(o) or np.zeros((1, 2)))(np.ones((1, 2), np.float32))
+    assert seen[0].dtype == np.float32
