@@ -86,7 +86,10 @@ def env_actions(spec: PolicySpec, actions: np.ndarray,
 
     A bound cast to float32 may round outward (a float64 Box's -0.1 is -0.10000000149 in
     float32, outside it): the cast actions are clipped again to the float32 bounds rounded
-    inward, so what the env gets lies in its Box whatever its dtype."""
+    inward, so what the env gets lies in its Box whatever its dtype. An integer Box gets
+    each sample rounded to the nearest integer (a cast alone truncates: the env's actions
+    were then 0.5 lower on average, and its upper bound out of reach); the log-probability
+    stays the sample's, as for the clipping: the env applies a fixed function of it."""
     if spec.is_discrete:
         return actions + spec.action_start if spec.action_start else actions
     if spec.action_low is None:
@@ -95,6 +98,8 @@ def env_actions(spec: PolicySpec, actions: np.ndarray,
     dtype = np.dtype(dtype)
     if dtype == clipped.dtype:
         return clipped
+    if dtype.kind in "iu":
+        clipped = np.rint(clipped)
     low, high = _inward_bounds(spec.action_low, spec.action_high, dtype.str)
     return np.clip(clipped.astype(dtype), low, high)
 

@@ -172,6 +172,19 @@ def test_env_actions_clips_only_gaussian():
     assert env_actions(GAUSS2, raw) is raw  # unbounded: nothing to clip to
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8])
+def test_an_integer_box_gets_each_sample_rounded_not_truncated(dtype):
+    # A cast alone truncated 4.99 to 4 and 9.999 to 9: the env's actions were 0.5 low on
+    # average and the top of Box(0, 10) out of reach.
+    spec = PolicySpec("gaussian", (3,), 2, action_low=(0.0, 0.0), action_high=(10.0, 10.0))
+    raw = np.array([[4.99, 5.01], [4.6, 9.999], [0.7, 2.5], [-3.0, 12.0], [3.5, 0.49]])
+    sent = env_actions(spec, raw, dtype)
+    assert sent.dtype == dtype
+    # by hand: nearest integers (numpy rounds halves to even: 2.5 -> 2, 3.5 -> 4), inside
+    # the box
+    assert sent.tolist() == [[5, 5], [5, 10], [1, 2], [0, 10], [4, 0]]
+
+
 def test_env_actions_stay_in_the_box_in_the_envs_own_dtype():
     # A float64 Box(-0.1, 0.1): actions were cast to float32 after the clip, and the bound
     # -0.1 became -0.10000000149, outside the box (gymnasium's Box.contains says False).
