@@ -142,18 +142,24 @@ def env_spaces_check(env_id: str, torso: str = "mlp", history: int = 1) -> None:
     ``pgtwin train`` refuses an unsupported env before importing TensorFlow.
     """
     try:
-        gymnasium.spec(env_id)
+        spec = gymnasium.spec(env_id)
     except gymnasium.error.Error as err:
         raise ValueError(unknown_env_message(env_id, err)) from err
     try:
-        env = gymnasium.make(env_id)
+        # An env registered with a vector_entry_point alone has no single env to make: one
+        # vector env of one env gives the same spaces (what the run builds).
+        env = (gymnasium.make(env_id) if spec.entry_point is not None
+               else make_vec_env(env_id, 1))
     except (gymnasium.error.DependencyNotInstalled, ImportError) as err:
         # gymnasium's own word for it, or a plain ImportError from an env's module (its
         # jax envs, the gym compatibility shims): either way a package is missing
         raise ValueError(f"{env_id!r} needs a package that is not installed: {err}") from err
+    observations, actions = ((env.observation_space, env.action_space)
+                             if spec.entry_point is not None
+                             else (env.single_observation_space, env.single_action_space))
     try:
-        check_spaces(env_id, env.observation_space, env.action_space)
-        problem = observation_rank_problem(env_id, env.observation_space.shape, torso, history)
+        check_spaces(env_id, observations, actions)
+        problem = observation_rank_problem(env_id, observations.shape, torso, history)
         if problem:
             raise ValueError(problem)
     finally:

@@ -178,6 +178,13 @@ class UnpicklableCartPole(CartPoleEnv):
         self.hook = lambda: None
 
 
+class InitRaisesCartPole(CartPoleEnv):
+    """An env whose constructor fails (a missing config file, a simulator not started)."""
+
+    def __init__(self, **kwargs):
+        raise RuntimeError("the simulator is not running")
+
+
 def _register(env_id: str, entry_point, **kwargs) -> None:
     if env_id not in gymnasium.registry:
         gymnasium.register(env_id, entry_point=entry_point, max_episode_steps=500, **kwargs)
@@ -197,3 +204,8 @@ _register("NeedsBox2D-v0", NeedsBox2D)
 _register("NeedsJax-v0", NeedsJax)
 _register("DictObsCartPole-v0", DictObsCartPole)
 _register("UnpicklableCartPole-v0", UnpicklableCartPole)
+_register("InitRaisesCartPole-v0", InitRaisesCartPole)
+if "VectorOnlyCartPole-v0" not in gymnasium.registry:  # a vector_entry_point and no other
+    gymnasium.register("VectorOnlyCartPole-v0", entry_point=None,
+                       vector_entry_point="gymnasium.envs.classic_control.cartpole:"
+                                          "CartPoleVectorEnv", max_episode_steps=500)

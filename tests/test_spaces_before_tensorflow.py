@@ -59,3 +59,37 @@ def test_unsupported_spaces_are_refused_before_tensorflow_is_imported(tmp_path):
         assert "pgtwin train: error:" in err and message in err, (env_id, err)
         assert not tf_imported, f"{env_id}: refused only after importing TensorFlow"
     assert not os.listdir(tmp_path)  # nothing written either
+
+
+FAILING = {
+    "tests.cli_envs:InitRaisesCartPole-v0": ("tests raised RuntimeError while making the env "
+                                             "'InitRaisesCartPole-v0' to check its spaces: "
+                                             "the simulator is not running"),
+    "tests.raising_env_module:X-v0": ("tests raised RuntimeError while importing the env "
+                                      "module 'tests.raising_env_module' (for X-v0): this env "
+                                      "module cannot start"),
+}
+
+
+def test_the_env_codes_own_failure_is_reported_cause_first_before_tensorflow(tmp_path):
+    # They ended in a bare traceback (exit 1, no pgtwin line), or, for a ValueError of the
+    # env's, in a usage error (exit 2) as if the command line were wrong.
+    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(FAILING)),
+                           str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    for env_id, message in FAILING.items():
+        code, err, tf_imported = results[env_id]
+        assert code == 1, (env_id, err)
+        assert err.startswith("pgtwin train: error: " + message), (env_id, err)
+        assert "Traceback (most recent call last)" in err  # the env's code, to fix it
+        assert not tf_imported
+
+
+def test_an_env_registered_with_only_a_vector_entry_point_is_checked():
+    # gymnasium.make cannot make it ("entry_point is not specified"): it ended in a
+    # traceback, though the run builds it as a vector env.
+    import tests.cli_envs  # noqa: F401  (registers it)
+    from pgtwin_core.envs import env_spaces_check
+
+    env_spaces_check("VectorOnlyCartPole-v0")  # supported spaces: no error

@@ -173,7 +173,12 @@ def import_env_module(name: str) -> None:
     try:
         importlib.import_module(name)
     except ImportError as err:
-        raise ValueError(f"cannot import env module {name!r}: {err}") from err
+        where = ""
+        if err.name is not None and (err.name == name or name.startswith(err.name + ".")):
+            where = (f" (looked in {os.getcwd()} and on sys.path: run from the directory "
+                     "that holds it, or put that directory on PYTHONPATH, as the resume "
+                     "command pgtwin prints when a run stops does)")
+        raise ValueError(f"cannot import env module {name!r}: {err}{where}") from err
 
 
 def reward_threshold(env_id: str) -> float | None:

@@ -259,8 +259,9 @@ def settings_from_args(args, parser):
         if env_module:  # first: the defaults read the env's registered time limit
             import_env_module(env_module)
         settings = resolve(env_id, given, saved)
-    except ValueError as err:
-        parser.error(str(err))
+    except Exception as err:  # noqa: BLE001  (the module's code: reported with its traceback)
+        raise SystemExit(refused_or_failed(err, parser, f"importing the env module "
+                                           f"{env_module!r} (for {env_id})")) from None
     if saved is None:
         say_dropped_natural_step(env_id, given, settings)
     if saved is not None:
@@ -289,7 +290,9 @@ def say_dropped_natural_step(env_id: str, given: dict, settings) -> None:
 
 # ---------------------------------------------------------------- run
 def check_env(settings, parser) -> None:
-    """Import the env's module and check its spaces, without TensorFlow; exit 2 if refused."""
+    """Import the env's module and check its spaces, without TensorFlow: exit 2 where pgtwin
+    refuses them, exit 1 with :func:`pgtwin.cli.error_origin.foreign_failure`'s report
+    (the cause, then the traceback) where the module's or the env's own code raised."""
     from pgtwin_core.envs import env_spaces_check
     from pgtwin.train.run import import_env_module
 
@@ -297,8 +300,9 @@ def check_env(settings, parser) -> None:
         if settings.env_module:
             import_env_module(settings.env_module)
         env_spaces_check(settings.env_id, settings.torso, settings.history)
-    except ValueError as err:
-        parser.error(str(err))
+    except Exception as err:  # noqa: BLE001  (the env's code: reported with its traceback)
+        raise SystemExit(refused_or_failed(
+            err, parser, f"making the env {settings.env_id!r} to check its spaces")) from None
 
 
 def print_env_traceback(err: BaseException) -> None:
@@ -341,13 +345,14 @@ def interrupted(settings, workers: bool = False) -> int:
     return 130
 
 
-def refused_or_failed(err: ValueError, parser, doing: str) -> int:
-    """Exit 2 with the usage text for pgtwin's own refusal of the settings; exit 1 with
-    :func:`pgtwin.cli.error_origin.foreign_failure`'s report for a ValueError raised inside
-    TensorFlow, numpy or the env's code (``doing``: what was under way)."""
+def refused_or_failed(err: Exception, parser, doing: str) -> int:
+    """Exit 2 with the usage text for pgtwin's own refusal of the settings (a ValueError
+    it raised); exit 1 with :func:`pgtwin.cli.error_origin.foreign_failure`'s report for
+    anything raised inside TensorFlow, numpy or the env's code (``doing``: what was under
+    way)."""
     from pgtwin.cli.error_origin import foreign_failure, raised_by_project
 
-    if raised_by_project(err):
+    if isinstance(err, ValueError) and raised_by_project(err):
         parser.error(str(err))
     print(f"pgtwin train: error: {foreign_failure(err, doing)}", file=sys.stderr)
     return 1
