@@ -229,3 +229,56 @@ def test_bad_maps_are_refused():
     assert checkpoint_migration.parse_map(["a/=policy/"]) == {"a/": "policy/"}
     with pytest.raises(CheckpointMismatchError):
         raise CheckpointMismatchError("x", missing=["a"])
+
+
+def _tf1_lstm_cell_logits(values, obs, forget_bias):
+    """TF1's ``LSTMCell`` / ``BasicLSTMCell`` over ``obs [B, K, D]`` as its documentation and
+    code define it, in numpy: ``[i, j, f, o] = [x, h] W + b``, ``c = s(f + forget_bias) c +
+    s(i) tanh(j)``, ``h = s(o) tanh(c)``; then the dense head on the last h."""
+    kernel, bias = values["rnn/lstm_cell/kernel"], values["rnn/lstm_cell/bias"]
+    units = bias.shape[0] // 4
+    h = c = np.zeros((obs.shape[0], units))
+    sigmoid = lambda z: 1.0 / (1.0 + np.exp(-z))  # noqa: E731
+    for t in range(obs.shape[1]):
+        i, j, f, o = np.split(np.concatenate([obs[:, t], h], 1) @ kernel + bias, 4, axis=1)
+        c = sigmoid(f + forget_bias) * c + sigmoid(i) * np.tanh(j)
+        h = sigmoid(o) * np.tanh(c)
+    return h @ values["pi/kernel"] + values["pi/bias"]
+
+
+@pytest.mark.parametrize("forget_bias", [1.0, 0.0])
+def test_a_tf1_lstm_cell_is_converted_into_pgtwins_gate_order_with_its_forget_bias(
+        tmp_path, forget_bias):
+    # The gates (i, j, f, o in TF1's cell, i, f, g, o in pgtwin's) were copied as they
+    # were and the forget bias left out: the conversion passed its own check (the two
+    # twins agree with each other) and the policy was another (logits 0.4 apart).
+    rng = np.random.default_rng(3)
+    K, D, U, A = 5, 3, 4, 2
+    values = {"rnn/lstm_cell/kernel": 0.5 * rng.standard_normal((D + U, 4 * U)),
+              "rnn/lstm_cell/bias": 0.5 * rng.standard_normal(4 * U),
+              "pi/kernel": rng.standard_normal((U, A)), "pi/bias": rng.standard_normal(A)}
+    values = {n: x.astype(np.float32) for n, x in values.items()}  # as TF1 code saves them
+    m = {n + "/Adam": (0.01 * rng.standard_normal(x.shape)).astype(np.float32)
+         for n, x in values.items()}
+    v = {n + "/Adam_1": (0.001 * rng.random(x.shape)).astype(np.float32)
+         for n, x in values.items()}
+    src = write_tf1_checkpoint(str(tmp_path / "tf1" / "model.ckpt"), {
+        **values, **m, **v, "beta1_power": np.float32(0.9 ** 3), "beta2_power": np.float32(0.999 ** 3)})
+    argv = ["convert-checkpoint", src, str(tmp_path / "tf2" / "ckpt"), "--history", str(K),
+            "--map", "rnn/lstm_cell/=policy/lstm/", "--map", "pi/=policy/head/", "--json"]
+    if forget_bias != 1.0:
+        argv += ["--forget-bias", str(forget_bias)]
+    assert main(argv) == 0
+    spec = PolicySpec("categorical", (K, D), A, torso="lstm", hidden=(U,))
+    agent = EagerAgent(spec, ReinforceConfig(dtype="float32"))
+    agent.restore(str(tmp_path / "tf2" / "ckpt"))
+    obs = rng.standard_normal((6, K, D))
+    np.testing.assert_allclose(  # float32 arithmetic against the float64 oracle
+        agent.dist_params(obs), _tf1_lstm_cell_logits(
+            {n: x.astype(np.float64) for n, x in values.items()}, obs, forget_bias), atol=2e-6)
+    # Adam's m moves with its columns: the forget gate's block of TF1's third quarter
+    # (f) is pgtwin's second
+    kernel_m = next(np.asarray(x) for x in agent.optimizer.variables
+                    if "momentum" in x.name and tuple(x.shape) == (D + U, 4 * U))
+    np.testing.assert_array_equal(kernel_m[:, U:2 * U], m["rnn/lstm_cell/kernel/Adam"][:, 2 * U:3 * U])
+    np.testing.assert_array_equal(kernel_m[:, 2 * U:3 * U], m["rnn/lstm_cell/kernel/Adam"][:, U:2 * U])

@@ -103,6 +103,8 @@ class Conversion:
     """TF1 names left out on purpose (``drop`` or ``optimizer_state='reset'``)."""
     report: ParityReport = field(default_factory=ParityReport)
     """The verification ladder (variables, outputs, weights), all passed."""
+    notes: list[str] = field(default_factory=list)
+    """What was converted beyond a copy (a TF1 LSTM cell's gate layout), for the user."""
 
 
 # ------------------------------------------------------------------- reading
@@ -182,6 +184,50 @@ def split_checkpoint(values: dict[str, np.ndarray], name_map: dict[str, str],
     for name, (base, suffix) in slot_of.items():
         slots.setdefault(renamed[base], {})[suffix] = kept[name]
     return _Parts(policy, renamed, slots, powers, dropped, problems)
+
+
+# ------------------------------------------------------------- TF1 LSTM cells
+TF1_CELLS = ("/lstm_cell/", "/basic_lstm_cell/")
+"""Scopes of TF1's ``tf.compat.v1.nn.rnn_cell.LSTMCell`` and ``BasicLSTMCell`` variables
+(``rnn/lstm_cell/kernel``): one fused kernel ``[inputs + units, 4 units]`` with the gates in
+the order i, j, f, o, and a ``forget_bias`` (1.0 by default) added to f when the cell runs,
+not stored. pgtwin's LSTM (``pgtwin.mode_agnostic.forward_pass.lstm_steps``) orders them
+i, f, g (TF1's j), o, with the whole bias stored."""
+
+
+def tf1_cell_source(parts: _Parts) -> str | None:
+    """The TF1 name renamed to ``policy/lstm/kernel`` when it is a TF1 LSTM cell's (a
+    :data:`TF1_CELLS` scope, and no Keras ``recurrent_kernel`` beside it), else None."""
+    for old, new in parts.renamed.items():
+        scoped = "/" + old
+        if new == "policy/lstm/kernel" and any(c in scoped for c in TF1_CELLS) and \
+                old.rsplit("/", 1)[0] + "/recurrent_kernel" not in parts.renamed:
+            return old
+    return None
+
+
+def _gates_as_pgtwins(x: np.ndarray) -> np.ndarray:
+    """The last axis ``[i, j, f, o]`` (TF1's cell) as ``[i, f, j, o]`` (pgtwin's i, f, g, o)."""
+    i, j, f, o = np.split(x, 4, axis=-1)
+    return np.concatenate([i, f, j, o], axis=-1)
+
+
+def from_tf1_cell(parts: _Parts, forget_bias: float) -> None:
+    """``parts``' LSTM kernel and bias, with their slots, in pgtwin's gate order, and
+    ``forget_bias`` added to the forget gate's stored bias (:data:`TF1_CELLS`). Adam's m and v
+    are per element: they move with their columns and take no bias."""
+    for name in ("policy/lstm/kernel", "policy/lstm/bias"):
+        if name not in parts.policy:
+            continue
+        parts.policy[name] = _gates_as_pgtwins(parts.policy[name])
+        for suffix, value in parts.slots.get(name, {}).items():
+            parts.slots[name][suffix] = _gates_as_pgtwins(value)
+    bias = parts.policy.get("policy/lstm/bias")
+    if bias is not None:
+        units = bias.shape[-1] // 4
+        bias = bias.copy()
+        bias[units:2 * units] += bias.dtype.type(forget_bias)
+        parts.policy["policy/lstm/bias"] = bias
 
 
 # ---------------------------------------------------------------------- spec
@@ -287,6 +333,7 @@ def convert_checkpoint(
     overwrite: bool = False,
     num_obs: int = 64,
     seed: int = 0,
+    forget_bias: float = 1.0,
 ) -> Conversion:
     """Convert the TF1 checkpoint ``src`` into the eager twin's TF2 checkpoint at prefix ``dst``.
 
@@ -303,6 +350,9 @@ def convert_checkpoint(
       overwrite: replace an existing checkpoint at ``dst``.
       num_obs, seed: the sample observations (standard normal) and random gradients of
         the verification.
+      forget_bias: the ``forget_bias`` of a TF1 ``LSTMCell`` / ``BasicLSTMCell`` in ``src``
+        (:data:`TF1_CELLS`; a checkpoint does not store it), added to the forget gate's bias
+        as its gates are put in pgtwin's order; unused for any other checkpoint.
 
     Raises:
       CheckpointMismatchError: missing, extra or wrongly shaped variables (all listed).
@@ -317,6 +367,13 @@ def convert_checkpoint(
     parts = split_checkpoint(read_tf1_checkpoint(src), dict(name_map or {}), list(drop or []))
     if parts.problems:
         raise CheckpointMismatchError(src, other=parts.problems)
+    notes, cell = [], tf1_cell_source(parts)
+    if cell is not None:
+        from_tf1_cell(parts, forget_bias)
+        notes.append(f"{cell} is a TF1 LSTM cell's kernel: its gates i, j, f, o were put in "
+                     f"pgtwin's order i, f, g, o and forget_bias {forget_bias:g} (the cell's, "
+                     "not stored in checkpoints) added to the forget gate's bias; pass "
+                     "--forget-bias if the cell was built with another")
     spec = infer_spec(parts.policy, src, env_id, activation, history)
     dtype = parts.policy["policy/head/kernel"].dtype.name
     if dtype not in DTYPES:
@@ -346,7 +403,7 @@ def convert_checkpoint(
         if not report.ok:
             raise ConversionVerificationError(report)
     return Conversion(dst, spec, config, {o: n for o, n in parts.renamed.items() if n in weights},
-                      "adam" if slots else "fresh", steps, dropped, report)
+                      "adam" if slots else "fresh", steps, dropped, report, notes)
 
 
 def _state_names(parts: _Parts) -> list[str]:

@@ -65,6 +65,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         f"{DEFAULT_ACTIVATION})")
     p.add_argument("--history", type=int, default=1, metavar="K",
                    help="observation window of an lstm policy (not stored in checkpoints; default 1)")
+    p.add_argument("--forget-bias", type=float, default=1.0, metavar="F",
+                   help="forget_bias of a TF1 LSTMCell / BasicLSTMCell in SRC (not stored in "
+                        "checkpoints; default 1.0, TF1's), added to the forget gate's bias "
+                        "as the cell's gates are reordered for pgtwin's LSTM")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
                    help="optimizer of the eager agent that will restore DST (default adam)")
     p.add_argument("--optimizer-state", choices=OPTIMIZER_STATES, default="auto",
@@ -117,13 +121,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             src, args.dst, name_map=name_map, drop=args.drop, env_id=args.env,
             activation=args.activation or DEFAULT_ACTIVATION, history=args.history,
             config=config,
-            optimizer_state=args.optimizer_state, overwrite=args.overwrite)
+            optimizer_state=args.optimizer_state, overwrite=args.overwrite,
+            forget_bias=args.forget_bias)
     except (CheckpointMismatchError, ConversionVerificationError, FileExistsError, ValueError) as err:
         if args.json:
             print(json.dumps({"ok": False, "error": str(err)}))
         print(f"pgtwin convert-checkpoint: {err}", file=sys.stderr)
         return 1
-    notes = assumed_settings(args, config)
+    notes = result.notes + assumed_settings(args, config)
     if args.json:
         print(json.dumps({"ok": True, "src": src, "dst": result.dst, "spec": _spec_dict(result.spec),
                           "dtype": result.config.dtype, "notes": notes,
