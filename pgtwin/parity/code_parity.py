@@ -19,11 +19,13 @@ Inputs are cast to the TF1 placeholders' declared dtypes, and both sides get tho
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
+from pgtwin.migrate.keras_adam_state import is_keras_adam
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.learning_rates import MOMENTUM_RATE_CHANGE, learning_rate_row
 from pgtwin.parity.loss_hints import ratio_hint, regularization_hint, softmax_hint
@@ -31,6 +33,7 @@ from pgtwin.parity.model_state import STATE_CAUSE, STATE_MOVED, explain_roles, s
 from pgtwin.parity.optimizer_config import (clipping_hint, drift_hint, float32_rounding,
                                             keras_optimizer, optimizer_rows, rounded_to_float32,
                                             tf1_clipping)
+from pgtwin.parity.optimizer_groups import NONE, OptimizerGroup, form_groups
 from pgtwin.parity.optimizer_pairs import optimizer_factories
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import gradient_rows, output_rows, tolerances
@@ -244,6 +247,10 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     step that parts). ``stuck``: TF1 names whose TF2 gradient is None, which no TF2 step
     can move (their rows say so, not that the step updates the wrong variables).
 
+    The pairs are judged per optimizer group (:mod:`pgtwin.parity.optimizer_groups`: an
+    actor's and a critic's optimizer), formed once the first step has built the Keras
+    optimizers, with the settings each side had before it.
+
     Where both sides step with Adam, the first step's rows start with the gradient each
     train step took, read from Adam's first moment (:func:`_train_gradient_rows`, at the
     gradients rung's ``grad_tol``): a first Adam step moves each weight by about
@@ -254,56 +261,49 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     rows = _step_setup(legacy, eager, optimizer, dtype, ctx)
     if any(not r.ok and r.item == "train step" for r in rows):
         return rows
-    tf1_kind, tf1_settings = legacy.optimizer()
-    hint, cause, clipping, kind, settings = "", "", "", "", {}
-    if eager.optimizer is not None:
-        kind, settings = keras_optimizer(eager.optimizer)
-        tf1_clip = tf1_clipping(legacy.train_op, legacy.loss)
-        rows.extend(optimizer_rows(tf1_kind, tf1_settings, kind, settings,
-                                   ("its train_op", type(eager.optimizer).__name__), ctx,
-                                   tf1_clip))
-        clipping = clipping_hint(tf1_clip, settings)
-        cause = "; ".join(x for x in (
-            drift_hint(tf1_kind, eager.optimizer) if tf1_kind == kind else "", clipping) if x)
-        if dtype == "float64" and rounded_to_float32(tf1_settings, settings):
-            rtol, atol = tolerances("float32")["weights"]
-            hint = "compared at float32 tolerance: " + float32_rounding(tf1_kind, tf1_settings,
-                                                                        settings)
-    else:
-        rows.append(Row("weights", "optimizer", 0.0, 0.0, True,
-                        "no Keras optimizer found on the TF2 object to compare settings "
-                        "with (TF2Program.optimizer names it); compared through the weights",
-                        ctx))
-    first_rate, step_cause = tf1_settings.get("learning_rate"), cause
+    tf1_before = legacy.optimizer_by_variable()
+    keras_before = {id(o): keras_optimizer(o) for o in eager.optimizers}
+    drifts = {id(o): drift_hint("rmsprop", o) for o in eager.optimizers}  # velocities now
+    adam = any(k == "adam" for k, _ in tf1_before.values()) \
+        and any(is_keras_adam(o) for o in eager.optimizers)
+    pairs = [(p.tf1.name, p.tf2.name) for p in mapping.pairs]
+    judged: list[_Judged] = []
     for step in range(1, steps + 1):
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
-        if step > 1 and tf1_kind == kind:  # a schedule moves the rates between steps
-            rate_row, rate = learning_rate_row(legacy, eager, where)
-            if rate_row is not None:
-                return rows + [rate_row]
-            if kind == "sgd" and settings.get("momentum") and rate != first_rate:
-                step_cause = "; ".join(x for x in (cause, MOMENTUM_RATE_CHANGE) if x)
+        if step > 1:  # a schedule moves the rates between steps
+            rate_rows = _rates_now(legacy, judged, where)
+            if rate_rows:
+                return rows + rate_rows
         before1, before2 = _all_values(legacy), _all_values(eager)
-        adam = step == 1 and tf1_kind == kind == "adam"
-        moments = (legacy.adam_moments(), eager.adam_moments()) if adam else None
+        moments = (legacy.adam_moments(), eager.adam_moments()) if step == 1 and adam else None
         failure = _run_steps(legacy, eager, where)
+        if step == 1:  # the Keras optimizers know their variables now
+            groups = form_groups(pairs, tf1_before, keras_before,
+                                 {b: eager.owner_of(b) for _, b in pairs})
+            judged = _swapped([_judge(legacy, eager, g, drifts, dtype, rtol, atol, ctx)
+                               for g in groups])
+            for j in judged:
+                rows += j.group.named(_rates_after_first_step(j.rows, j.group, where))
         if failure is not None:
-            if step == 1 and eager.optimizer is not None:  # the rate it set before raising
-                rows = _rates_after_first_step(rows, eager, tf1_settings, where)
             return rows + [failure]
         after1, after2 = _all_values(legacy), _all_values(eager)
-        if step == 1 and eager.optimizer is not None:
-            rows = _rates_after_first_step(rows, eager, tf1_settings, where)
-        gradient_rows = [] if moments is None else _train_gradient_rows(
-            legacy, eager, mapping, moments, (tf1_settings["beta_1"], settings["beta_1"]),
-            *grad_tol, where, clipping)
+        by_name = {n: j for j in judged for n in j.group.tf1_names}
+        gradient_rows = [] if moments is None else [
+            r for j in judged if j.group.tf1_kind == j.group.keras_kind == "adam"
+            for r in _train_gradient_rows(
+                [(a, b) for a, b in pairs if by_name[a] is j], moments,
+                (legacy.adam_moments(), eager.adam_moments()),
+                (j.group.tf1_settings["beta_1"], j.group.keras_settings["beta_1"]),
+                *grad_tol, where, j.clipping)]
         rows = rows + gradient_rows  # step 1's own check, kept whatever follows
-        step_rows = [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
-                                 rtol, atol, where, hint, step_cause, step_scaled,
-                                 STUCK_MOVED if p.tf1.name in stuck else WEIGHT_MOVED)
-                     for p in mapping.pairs]
+        step_rows = [_weight_row(a, b, before1, after1, before2, after2, by_name[a].rtol,
+                                 by_name[a].atol, where, by_name[a].hint, by_name[a].step_cause,
+                                 step_scaled, STUCK_MOVED if a in stuck else WEIGHT_MOVED)
+                     for a, b in pairs]
+        state_tol = (max(j.rtol for j in judged), max(j.atol for j in judged)) if judged \
+            else (rtol, atol)
         step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
-                                  rtol, atol, where, "",
+                                  *state_tol, where, "",
                                   _state_cause(p.tf1.name, p.tf2.name, before1, after1,
                                                before2, after2, eager.momentum_of(p.tf2.name)),
                                   step_scaled, STATE_MOVED)
@@ -311,6 +311,112 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         if not all(r.ok for r in gradient_rows + step_rows) or step == steps:
             return rows + step_rows
     return rows
+
+
+@dataclass
+class _Judged:
+    """How one optimizer group's pairs are judged (:func:`_judge`).
+
+    Attributes:
+      rows: its settings rows, without the group's label.
+      cause, step_cause: the weights rows' note where they part (``step_cause``: with what
+        a schedule has changed since the first step).
+      hint: what the weights rows' tolerance says (float64 settings rounded to float32).
+      rtol, atol: the weights rows' tolerances.
+      clipping: the note of a clipping only one side does.
+    """
+
+    group: OptimizerGroup
+    rows: list[Row]
+    rtol: float
+    atol: float
+    cause: str = ""
+    step_cause: str = ""
+    hint: str = ""
+    clipping: str = ""
+
+
+NO_KERAS_OPTIMIZER = ("no Keras optimizer found on the TF2 object to compare settings with "
+                      "(TF2Program.optimizer names it); compared through the weights")
+"""The settings row where the TF2 object holds no Keras optimizer."""
+
+
+def _judge(legacy: TF1Side, eager: TF2Side, group: OptimizerGroup, drifts: Mapping[int, str],
+           dtype: str, rtol: float, atol: float, ctx: str) -> _Judged:
+    """The group's settings rows (TF1's ``train_op`` against its Keras optimizer) and how
+    its weights are judged. ``drifts``: :func:`drift_hint` per Keras optimizer, read before
+    the first step."""
+    if group.keras is None:
+        held = ", ".join(type(o).__name__ for o in eager.optimizers)
+        note = NO_KERAS_OPTIMIZER if not eager.optimizers else (
+            f"none of the TF2 object's Keras optimizers ({held}) holds these variables "
+            "after the first step; compared through the weights")
+        return _Judged(group, [Row("weights", "optimizer", 0.0, 0.0, True, note, ctx)],
+                       rtol, atol)
+    tf1_clip = tf1_clipping(legacy.train_op, legacy.loss,
+                            [legacy.variables[n] for n in group.tf1_names])
+    tf1_kind, tf1_settings = group.tf1_kind, group.tf1_settings
+    settings = group.keras_settings
+    rows = optimizer_rows(tf1_kind, tf1_settings, group.keras_kind, settings,
+                          ("its train_op", type(group.keras).__name__), ctx, tf1_clip)
+    clipping = clipping_hint(tf1_clip, settings)
+    drift = drifts.get(id(group.keras), "") if tf1_kind == group.keras_kind == "rmsprop" else ""
+    cause = "; ".join(x for x in (drift, clipping) if x)
+    hint = ""
+    if dtype == "float64" and rounded_to_float32(tf1_settings, settings):
+        rtol, atol = tolerances("float32")["weights"]
+        hint = "compared at float32 tolerance: " + float32_rounding(tf1_kind, tf1_settings,
+                                                                    settings)
+    return _Judged(group, rows, rtol, atol, cause, cause, hint, clipping)
+
+
+def _swapped(judged: list[_Judged]) -> list[_Judged]:
+    """``judged`` with the first failing settings row of each group told its cause where
+    another group explains it: the group's Keras optimizer has that group's TF1 settings
+    (the TF2 step gives each network the other's optimizer), or steps both groups (one
+    Keras optimizer where TF1 has two)."""
+    for j in judged:
+        g = j.group
+        bad = next((i for i, r in enumerate(j.rows) if not r.ok), None)
+        if bad is None or g.keras is None:
+            continue
+        shared = next((h.group for h in judged if h is not j and h.group.keras is g.keras),
+                      None)
+        other = next((h.group for h in judged if h is not j and h.group.keras is not g.keras
+                      and all(r.ok for r in optimizer_rows(
+                          h.group.tf1_kind, h.group.tf1_settings, g.keras_kind,
+                          g.keras_settings, ("", ""), ""))), None)
+        if shared is not None:
+            cause = (f"the TF2 side steps {g.label} and {shared.label} with one Keras "
+                     f"optimizer, TF1 with two: give {g.label} a Keras optimizer of its own")
+        elif other is not None:
+            cause = ("the TF2 train step swaps two optimizers: the Keras optimizer that steps "
+                     f"{g.label} has the settings TF1 gives {other.label}")
+        else:
+            continue
+        row = j.rows[bad]
+        j.rows[bad] = Row(row.rung, row.item, row.max_abs, row.max_rel, False,
+                          f"{cause} ({row.note})", row.context)
+    return judged
+
+
+def _rates_now(legacy: TF1Side, judged: list[_Judged], where: str) -> list[Row]:
+    """Before a step after the first: a failing learning-rate row of the first group whose
+    rates part (:func:`learning_rate_row`), else none, with each momentum group's
+    ``step_cause`` told once its rate has moved (:data:`MOMENTUM_RATE_CHANGE`)."""
+    now = legacy.optimizer_by_variable()
+    for j in judged:
+        g = j.group
+        if g.keras is None or g.tf1_kind != g.keras_kind:
+            continue
+        rate = now.get(g.tf1_names[0], NONE)[1].get("learning_rate")
+        row = learning_rate_row(rate, g.keras, where)
+        if row is not None:
+            return g.named([row])
+        if g.keras_kind == "sgd" and g.keras_settings.get("momentum") \
+                and rate != g.tf1_settings.get("learning_rate"):
+            j.step_cause = "; ".join(x for x in (j.cause, MOMENTUM_RATE_CHANGE) if x)
+    return []
 
 
 TRAIN_GRADIENT = ("the gradient the train step took (from Adam's first moment) parts: "
@@ -321,18 +427,18 @@ TRAIN_GRADIENT = ("the gradient the train step took (from Adam's first moment) p
 """The note of a train-step gradient row that parts (:func:`_train_gradient_rows`)."""
 
 
-def _rates_after_first_step(rows: list[Row], eager: TF2Side, tf1_settings: Mapping[str, float],
-                            where: str) -> list[Row]:
-    """``rows`` with a failing ``optimizer.learning_rate`` row judged again on the rate the
-    Keras optimizer holds after the first step: a train step may set it from the batch
-    (``optimizer.learning_rate.assign(batch["lr"])``, as annealed-rate PPO code does), so
-    the rate read before any step is not the one the step used."""
+def _rates_after_first_step(rows: list[Row], group: OptimizerGroup, where: str) -> list[Row]:
+    """``rows`` (a group's settings rows) with a failing ``optimizer.learning_rate`` row
+    judged again on the rate the group's Keras optimizer holds after the first step: a
+    train step may set it from the batch (``optimizer.learning_rate.assign(batch["lr"])``,
+    as annealed-rate PPO code does), so the rate read before any step is not the one the
+    step used."""
     index = next((i for i, r in enumerate(rows)
                   if r.item == "optimizer.learning_rate" and not r.ok), None)
-    if index is None:
+    if index is None or group.keras is None:
         return rows
-    _, settings = keras_optimizer(eager.optimizer)
-    a, b = float(tf1_settings.get("learning_rate", 0.0)), settings.get("learning_rate")
+    _, settings = keras_optimizer(group.keras)
+    a, b = float(group.tf1_settings.get("learning_rate", 0.0)), settings.get("learning_rate")
     if b is None or abs(a - b) > 1e-6 * max(abs(a), abs(b)):
         return rows
     old = rows[index]
@@ -341,20 +447,20 @@ def _rates_after_first_step(rows: list[Row], eager: TF2Side, tf1_settings: Mappi
                                f"{b:g}, TF1's rate (read after it)", where)] + rows[index + 1:]
 
 
-def _train_gradient_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
-                         moments: tuple[dict, dict], beta_1: tuple[float, float], rtol: float,
+def _train_gradient_rows(pairs: list[tuple[str, str]], before: tuple[dict, dict],
+                         after: tuple[dict, dict], beta_1: tuple[float, float], rtol: float,
                          atol: float, where: str, clipping: str) -> list[Row]:
-    """Per pair with Adam slots on both sides: the gradient each side's first train step
-    applied, ``g = (m_after - beta_1 m_before) / (1 - beta_1)`` (Adam's first-moment
-    update solved for g; a Keras slot not built before the step was 0), with a note where
-    they part (:func:`_train_gradient_note`: ``clipping``, the note of a clipping only TF1's
+    """Per pair ``(TF1 name, TF2 name)`` with Adam slots on both sides: the gradient each
+    side's first train step applied, ``g = (m_after - beta_1 m_before) / (1 - beta_1)``
+    (Adam's first-moment update solved for g; a Keras slot not built before the step was
+    0), from the two sides' m ``before`` and ``after`` it, with a note where they part
+    (:func:`_train_gradient_note`: ``clipping``, the note of a clipping only TF1's
     graph does, where the two differ by one common factor). None for a pair
     where either side has no slot, or a step left a side's m as it was (it applied no
     gradient to the variable: its weights row names the side that did not move it)."""
-    (before1, before2), after1, after2 = moments, legacy.adam_moments(), eager.adam_moments()
+    (before1, before2), (after1, after2) = before, after
     rows, taken = [], []
-    for p in mapping.pairs:
-        a, b = p.tf1.name, p.tf2.name
+    for a, b in pairs:
         if a not in after1 or b not in after2 or any(
                 np.array_equal(after[n], before.get(n, np.zeros_like(after[n])))
                 for after, before, n in ((after1, before1, a), (after2, before2, b))):

@@ -10,10 +10,10 @@ TF1's ``MomentumOptimizer`` scales its whole accumulated momentum by the current
 """
 from __future__ import annotations
 
+from typing import Any
+
 from pgtwin.parity.ladder import Row
 from pgtwin.parity.optimizer_config import keras_optimizer
-from pgtwin.parity.tf1_side import TF1Side
-from pgtwin.parity.tf2_side import TF2Side
 
 MOMENTUM_RATE_CHANGE = (
     "the learning rate has changed since step 1, and TF1's MomentumOptimizer multiplies its "
@@ -23,17 +23,16 @@ MOMENTUM_RATE_CHANGE = (
 """The weights rows' note once a schedule has moved a momentum optimizer's learning rate."""
 
 
-def learning_rate_row(legacy: TF1Side, eager: TF2Side, where: str
-                      ) -> tuple[Row | None, float | None]:
-    """``(a failing row or None, TF1's rate)``: the two learning rates now, before a step
-    after the first, to the relative 1e-6 the settings rows use."""
-    a = legacy.optimizer()[1].get("learning_rate")
-    b = keras_optimizer(eager.optimizer)[1].get("learning_rate")
+def learning_rate_row(tf1_rate: float | None, optimizer: Any, where: str) -> Row | None:
+    """A failing row when ``tf1_rate`` (TF1's learning rate now, before a step after the
+    first) and the Keras ``optimizer``'s part by more than the relative 1e-6 the settings
+    rows use, else None."""
+    a, b = tf1_rate, keras_optimizer(optimizer)[1].get("learning_rate")
     if a is None or b is None or abs(a - b) <= 1e-6 * max(abs(a), abs(b)):
-        return None, a
-    name = type(eager.optimizer).__name__
+        return None
+    name = type(optimizer).__name__
     return Row("weights", "optimizer.learning_rate", abs(a - b), abs(a - b) / max(abs(a), abs(b)),
                False, f"before this step TF1's learning rate is {a:g} and {name}'s {b:g}, "
                "after the same steps: the schedules differ (compare decay_steps, decay_rate "
                "and staircase of tf.compat.v1.train.exponential_decay and keras.optimizers."
-               "schedules.ExponentialDecay, or a schedule on one side only)", where), a
+               "schedules.ExponentialDecay, or a schedule on one side only)", where)

@@ -66,17 +66,43 @@ def tf1_optimizer(train_op: Any, session: Any, feed: Mapping | None = None,
 
     ``variables``: only the apply ops that update these (the compared ones) are read, so a
     critic's optimizer in the same ``train_op`` is left out. When the ops read disagree
-    (two optimizers on the compared variables) the kind is ``"mixed: ..."``.
+    (two optimizers on the compared variables) the kind is ``"mixed: ..."``
+    (:func:`tf1_settings_by_variable` tells them apart).
     """
+    found = {}
+    for kind, settings in _apply_settings(train_op, session, feed, variables).values():
+        found[tuple(sorted(settings.items())) + (kind,)] = (kind, settings)
+    if not found:
+        return "none", {}
+    if len(found) > 1:
+        kinds = sorted({k for k, _ in found.values()})
+        return "mixed: " + ", ".join(kinds), {}
+    return next(iter(found.values()))
+
+
+def tf1_settings_by_variable(train_op: Any, session: Any, feed: Mapping | None,
+                             variables: Mapping[str, Any]
+                             ) -> dict[str, tuple[str, dict[str, float]]]:
+    """``{name: (kind, settings)}`` of the apply op that updates each of ``variables``
+    (name -> variable) in ``train_op``: per variable, where two optimizers step them (an
+    actor's and a critic's, each with its own learning rate). A variable no apply op
+    updates is left out."""
+    ops = {v.op: name for name, v in variables.items()}
+    return {ops[op.inputs[0].op]: found
+            for op, found in _apply_settings(train_op, session, feed, variables.values()).items()}
+
+
+def _apply_settings(train_op: Any, session: Any, feed: Mapping | None, variables: Any
+                    ) -> dict[tf.Operation, tuple[str, dict[str, float]]]:
+    """``{apply op: (kind, settings)}`` for the ``Apply*`` ops ``train_op`` runs (on
+    ``variables`` only, unless None), their inputs evaluated with ``feed``."""
     start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
     targets = {v.op for v in variables} if variables is not None else set()
-    applies = [op for op in upstream_ops(start) if _op_kind(op.type)
-               and (variables is None or op.inputs[0].op in targets)]
-    if not applies:
-        return "none", {}
-    found = {}
-    for op in applies:
+    out = {}
+    for op in upstream_ops(start):
         base = _op_kind(op.type)
+        if base is None or (variables is not None and op.inputs[0].op not in targets):
+            continue
         kind, names = _TF1_OPS[base]
         args = [a.name for a in op.op_def.input_arg]
         tensors = {names[a]: op.inputs[i] for i, a in enumerate(args) if a in names}
@@ -86,11 +112,8 @@ def tf1_optimizer(train_op: Any, session: Any, feed: Mapping | None = None,
             settings["centered"] = 1.0
         if "use_nesterov" in op.node_def.attr:
             settings["nesterov"] = float(op.get_attr("use_nesterov"))
-        found[tuple(sorted(settings.items())) + (kind,)] = (kind, settings)
-    if len(found) > 1:
-        kinds = sorted({k for k, _ in found.values()})
-        return "mixed: " + ", ".join(kinds), {}
-    return next(iter(found.values()))
+        out[op] = (kind, settings)
+    return out
 
 
 def tf1_adam_moments(train_op: Any, graph: tf.Graph, variables: Mapping[str, Any]
@@ -272,7 +295,8 @@ _TF1_CLIPS = (("clip_by_global_norm", "by their global norm", "global_clipnorm")
 """TF1's clipping ops by name scope: what they clip, and the Keras setting that does the same."""
 
 
-def tf1_clipping(train_op: Any, loss: Any = None) -> tuple[str, str] | None:
+def tf1_clipping(train_op: Any, loss: Any = None, variables: Any = None
+                 ) -> tuple[str, str] | None:
     """``(what TF1 clips, the Keras setting for it)`` when a clipping op's name scope lies on
     the path of a gradient into one of ``train_op``'s apply ops (``tf.clip_by_global_norm``
     between ``compute_gradients`` and ``apply_gradients``), else None.
@@ -281,8 +305,11 @@ def tf1_clipping(train_op: Any, loss: Any = None) -> tuple[str, str] | None:
     (``tf.gradients``' ``gradients/`` scope, an op's ``*_grad/`` scope) and, where ``loss``
     (the TF1 loss tensor) is given, the ops the loss itself reads. A clip in the forward
     pass (``tf.log(tf.clip_by_value(probs, 1e-8, 1))``, a ``hard_sigmoid``) clips no
-    gradient, and its own gradient ops are reached only through the gradient ops."""
+    gradient, and its own gradient ops are reached only through the gradient ops.
+    ``variables``: only the apply ops that update these (one optimizer's, where a critic's
+    gradients are clipped and an actor's are not), unless None."""
     start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
+    targets = {v.op for v in variables} if variables is not None else None
     forward = set(upstream_ops(loss)) if loss is not None else set()
 
     def computes_gradients(op: tf.Operation) -> bool:
@@ -291,7 +318,7 @@ def tf1_clipping(train_op: Any, loss: Any = None) -> tuple[str, str] | None:
 
     names = []
     for op in upstream_ops(start):
-        if not _op_kind(op.type):
+        if not _op_kind(op.type) or (targets is not None and op.inputs[0].op not in targets):
             continue
         args = [a.name for a in op.op_def.input_arg]
         for gradient in {"grad", "delta"} & set(args):  # delta: ApplyGradientDescent's

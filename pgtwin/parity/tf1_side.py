@@ -22,7 +22,8 @@ from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_bui
                                        program_failed, require_eager)
 from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.model_state import state_kept, tf1_state_variables, variable_ops
-from pgtwin.parity.optimizer_config import tf1_adam_moments, tf1_optimizer
+from pgtwin.parity.optimizer_config import (tf1_adam_moments, tf1_optimizer,
+                                            tf1_settings_by_variable)
 from pgtwin.parity.programs import TF1Program, resolve
 from pgtwin.parity.tf_patches import replaced, slim_names
 from pgtwin.parity.variable_mapping import VariableInfo
@@ -297,6 +298,14 @@ class TF1Side:
         :class:`FeedError`)."""
         with state_kept(self), _named_feeds():
             return tf1_optimizer(self.train_op, self.session, self.feed, self.variables.values())
+
+    def optimizer_by_variable(self) -> dict[str, tuple[str, dict[str, float]]]:
+        """``{name: (kind, settings)}`` of the apply op that updates each compared variable,
+        read now as :meth:`optimizer` reads them (an actor's and a critic's optimizer apart;
+        a variable the ``train_op`` does not update is left out)."""
+        with state_kept(self), _named_feeds():
+            return tf1_settings_by_variable(self.train_op, self.session, self.feed,
+                                            self.variables)
 
     def adam_moments(self) -> dict[str, np.ndarray]:
         """``{name: Adam's first moment m}`` now, for the compared variables the

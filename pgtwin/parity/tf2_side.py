@@ -20,6 +20,7 @@ from pgtwin.migrate.keras_adam_state import adam_slots, is_keras_adam
 from pgtwin.parity.code_checks import (LegacyCodeError, ProgramBuildError, eager_guard,
                                        program_failed, require_eager)
 from pgtwin.parity.model_state import state_kept, tf2_state_variables
+from pgtwin.parity.optimizer_groups import keras_owner
 from pgtwin.parity.programs import TF2Program, resolve
 from pgtwin.parity.variable_mapping import VariableInfo
 
@@ -100,14 +101,17 @@ def _layers(obj: Any, seen: set[int] | None = None) -> list[Any]:
     return out
 
 
-def find_optimizer(obj: Any, model: Any) -> Any:
-    """The first Keras optimizer held by the model (``compile``) or the object, else None."""
+def find_optimizers(obj: Any, model: Any) -> list[Any]:
+    """Every Keras optimizer held by the model (``compile``) or the object, each once, the
+    model's first (an actor-critic agent holds one per network)."""
+    found = []
     for holder in (model, obj):
         for value in [getattr(holder, "optimizer", None),
                       *(vars(holder).values() if hasattr(holder, "__dict__") else ())]:
-            if hasattr(value, "apply_gradients") and hasattr(value, "get_config"):
-                return value
-    return None
+            if hasattr(value, "apply_gradients") and hasattr(value, "get_config") \
+                    and all(value is not f for f in found):
+                found.append(value)
+    return found
 
 
 class TF2Side:
@@ -120,7 +124,8 @@ class TF2Side:
         the ``tf.Variable``), for ``apply_gradients``.
       initial: ``{name: value}`` before any load: the model's own initial values.
       not_compared: trainable variables of the model that the loss does not read.
-      optimizer: the Keras optimizer found or named, or None.
+      optimizers: every Keras optimizer found, the named one first.
+      optimizer: the first of them, or None.
     """
 
     def __init__(self, program: TF2Program, inputs: Mapping[str, np.ndarray],
@@ -156,10 +161,14 @@ class TF2Side:
         self.not_compared = list(dict.fromkeys(
             underlying(v).name.split(":")[0] for v in owned if id(underlying(v)) not in read))
         self.initial = self.values()
-        self.optimizer = find_optimizer(self.obj, self.model) if program.optimizer is None \
-            else resolve(self.obj, program.optimizer, f"{what}.optimizer")
+        found = find_optimizers(self.obj, self.model)
+        if program.optimizer is not None:
+            named = resolve(self.obj, program.optimizer, f"{what}.optimizer")
+            found = [named, *(o for o in found if o is not named)]
+        self.optimizers = found
+        self.optimizer = found[0] if found else None
         # made by the first call too; a tf.Module agent's optimizer slots are not the model's
-        slots = {id(underlying(v)) for v in _optimizer_variables(self.optimizer)}
+        slots = {id(underlying(v)) for o in found for v in _optimizer_variables(o)}
         state = [v for v in tf2_state_variables(self.model, self.obj)
                  if id(underlying(v)) not in slots]
         self.state = _by_name(state, self.model, self.obj)
@@ -244,18 +253,23 @@ class TF2Side:
         """``{name: Adam's first moment m}`` now, for the compared variables a built Keras
         ``Adam`` holds slots for; empty for another optimizer or one not built yet (its m
         is then 0)."""
-        if self.optimizer is None or not is_keras_adam(self.optimizer) \
-                or not getattr(self.optimizer, "built", True):
-            return {}
         out = {}
-        for name, handle in self.handles.items():
-            try:
-                m, _ = adam_slots(self.optimizer, handle)
-            except (KeyError, ValueError, AttributeError, IndexError):  # not in its var_list
+        for optimizer in self.optimizers:
+            if not is_keras_adam(optimizer) or not getattr(optimizer, "built", True):
                 continue
-            if m is not None:
-                out[name] = np.asarray(m.numpy())
+            for name, handle in self.handles.items():
+                try:
+                    m, _ = adam_slots(optimizer, handle)
+                except (KeyError, ValueError, AttributeError, IndexError):  # not its own
+                    continue
+                if m is not None:
+                    out.setdefault(name, np.asarray(m.numpy()))
         return out
+
+    def owner_of(self, name: str) -> Any:
+        """The Keras optimizer that steps variable ``name``
+        (:func:`~pgtwin.parity.optimizer_groups.keras_owner`), or None."""
+        return keras_owner(self.optimizers, self.handles[name])
 
     def has_step(self) -> bool:
         """True when the program gives a train step or an optimizer the harness can apply."""
@@ -275,7 +289,7 @@ class TF2Side:
 
     def set_optimizer(self, optimizer: Any) -> None:
         """Use ``optimizer`` (a restated one) instead of the program's own step."""
-        self.optimizer = optimizer
+        self.optimizer, self.optimizers = optimizer, [optimizer]
         self.program = TF2Program(build=self.program.build, loss=self.program.loss,
                                   outputs=self.program.outputs)
 
