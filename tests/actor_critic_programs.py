@@ -42,10 +42,11 @@ class TF1ActorCritic:
         self.logits = logits
         actor_vars = tf1.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES, "actor")
         critic_vars = tf1.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES, "critic")
-        self.train_op = tf.group(
-            tf1.train.AdamOptimizer(ACTOR_LR).minimize(self.actor_loss, var_list=actor_vars),
-            tf1.train.AdamOptimizer(CRITIC_LR).minimize(self.critic_loss,
-                                                        var_list=critic_vars))
+        self.actor_train = tf1.train.AdamOptimizer(ACTOR_LR).minimize(self.actor_loss,
+                                                                     var_list=actor_vars)
+        self.critic_train = tf1.train.AdamOptimizer(CRITIC_LR).minimize(self.critic_loss,
+                                                                       var_list=critic_vars)
+        self.train_op = tf.group(self.actor_train, self.critic_train)
         self.sess = tf1.Session()
         self.sess.run(tf1.global_variables_initializer())
 

@@ -122,3 +122,29 @@ def test_a_keras_optimizer_knows_its_variables_once_built():
     assert keras_owns(opt, a) is None  # not built: it cannot tell
     opt.apply_gradients([(tf.constant([0.1]), a)])
     assert keras_owns(opt, a) is True and keras_owns(opt, b) is False
+
+
+@pytest.mark.parametrize("train_op", [
+    ["actor_train", "critic_train"],  # as sess.run([actor_train, critic_train]) runs them
+    ("actor_train", "critic_train"),
+    lambda agent: [agent.actor_train, agent.critic_train],
+    lambda agent: tf.group(agent.actor_train, agent.critic_train),  # built in its graph
+], ids=["list", "tuple", "function-list", "function-group"])
+def test_a_train_op_given_as_several_ops_runs_them_all(train_op):
+    program = dataclasses.replace(ac.tf1_program(), train_op=train_op)
+    report = compare_programs(program, ac.tf2_program(), BATCH, steps=2)
+    assert report.ok, report.to_table()
+    assert any(r.item == "critic/*: optimizer.learning_rate" for r in report.rows)
+
+
+@pytest.mark.parametrize("train_op, found", [
+    (lambda agent: 0.5, "float (0.5)"),
+    ([], "an empty list"),
+    (["actor_train", "actor_loss.dtype"], "DType"),
+])
+def test_a_train_op_that_is_no_op_is_refused_with_what_it_is(train_op, found):
+    program = dataclasses.replace(ac.tf1_program(), train_op=train_op)
+    with pytest.raises(Exception) as err:
+        compare_programs(program, ac.tf2_program(), BATCH, steps=1)
+    assert "TF1Program.train_op" in str(err.value) and found in str(err.value)
+    assert "name the op your code runs to train" in str(err.value)

@@ -46,8 +46,9 @@ class TF1Program:
         placeholder's declared dtype, as ``feed_dict`` does.
       loss: ref of the scalar loss.
       outputs: ``{key: tensor ref}`` compared with :attr:`TF2Program.outputs` by key.
-      train_op: ref of the user's training op (``optimizer.minimize(...)``); the weights rung
-        runs it. None: no TF1 optimizer step unless ``compare``'s ``optimizer`` restates one.
+      train_op: ref of the user's training op (``optimizer.minimize(...)``), or a list of
+        refs (an actor's and a critic's, as ``sess.run([a, c])`` runs them: grouped); a
+        function's ops are built in the program's graph. The weights rung runs it. None: no TF1 optimizer step unless ``compare``'s ``optimizer`` restates one.
       var_list: refs of the variables to compare; None: the trainable variables the loss
         depends on (the rest are listed as "not compared").
       ref_variables: build with TF1's ref variables instead of resource ones, for code

@@ -133,6 +133,28 @@ def _tensor(value: Any, what: str) -> tf.Tensor:
     return value
 
 
+def train_op_of(value: Any, what: str, graph: tf.Graph) -> tf.Operation:
+    """The op to run for the user's ``train_op``: an op, a tensor's op, or a list or tuple
+    of them (an actor's and a critic's ``minimize``, as ``sess.run([a, c])`` runs them)
+    grouped into one; else a :class:`TypeError` naming what was found and where."""
+    if isinstance(value, (list, tuple)):
+        ops = [train_op_of(v, f"{what}[{i}]", graph) for i, v in enumerate(value)]
+        if not ops:
+            raise TypeError(f"{what} is an empty {type(value).__name__}: name the op your "
+                            "code runs to train (optimizer.minimize(...), or a list of them)")
+        with graph.as_default():
+            return ops[0] if len(ops) == 1 else tf.group(*ops)
+    op = value.op if isinstance(value, (tf.Tensor, tf.Variable)) else value
+    if not isinstance(op, tf.Operation):
+        raise TypeError(f"{what} is {type(value).__name__} ({value!r:.80}), not an op of the "
+                        "TF1 graph: name the op your code runs to train "
+                        "(optimizer.minimize(...), tf.group(...)), or a list of them")
+    if op.graph is not graph:
+        raise TypeError(f"{what} ({op.name}) is an op of another graph than the loss's: "
+                        "build the train op in the graph the loss is in")
+    return op
+
+
 def variable_name(v: Any) -> str:
     """A TF1 variable's graph name without ``:0``."""
     return v.op.name
@@ -164,8 +186,12 @@ class TF1Side:
         self.outputs = self._tensors(program.outputs, f"{what}.outputs")
         self.train_op = None
         if program.train_op is not None:
-            op = resolve(self.obj, program.train_op, f"{what}.train_op", g)
-            self.train_op = op.op if isinstance(op, tf.Tensor) else op
+            with g.as_default():  # a function that groups ops builds them in the graph
+                refs = program.train_op
+                found = [resolve(self.obj, r, f"{what}.train_op[{i}]", g)
+                         for i, r in enumerate(refs)] if isinstance(refs, (list, tuple)) \
+                    else resolve(self.obj, refs, f"{what}.train_op", g)
+                self.train_op = train_op_of(found, f"{what}.train_op={refs!r}", g)
         self.variables, self.not_compared = self._compared_variables(program, what)
         self.state = tf1_state_variables(g, [self.loss, *self.outputs.values()],
                                          self.variables)
