@@ -185,6 +185,20 @@ def test_initial_value_rows_constants_and_distributions():
     assert math.isinf(warned.max_rel)
 
 
+def test_a_seeded_tf1_initializers_repeated_draws_count_as_one():
+    # A stateless initializer (tf_keras' with a seed) gives the same values at every run:
+    # five copies of one draw hold no more evidence than the draw itself, so the row must be
+    # the one-draw row (pooled, the KS test's n = 5m would shrink its p-value).
+    rng = np.random.default_rng(2)
+    draw, tf2 = rng.uniform(-0.3, 0.3, size=(8, 8)), rng.uniform(-0.3, 0.3, size=(8, 8))
+    once = initial_value_row("k", draw[None], tf2, True, "")
+    repeated = initial_value_row("k", np.stack([draw] * 5), tf2, True, "")
+    assert repeated == once
+    pooled = initial_value_row("k", np.concatenate([draw, draw + 1e-9]).reshape(2, 8, 8), tf2,
+                               True, "")
+    assert pooled != once  # draws that differ at all are pooled as before
+
+
 def test_scoped_names_win_where_the_creation_order_would_cross_equal_shapes():
     # TF1 builds the actor's hidden layer before the critic's; the TF2 loss reads the critic
     # first. Both are (16, 16): by order alone actor_h would pair with critic_h.

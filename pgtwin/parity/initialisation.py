@@ -81,12 +81,15 @@ def initial_value_row(item: str, tf1_draws: np.ndarray, tf2_value: np.ndarray, f
 
     Args:
       item: the row's item (``"tf1 name -> tf2 name"``).
-      tf1_draws: ``[draws, *shape]`` values of TF1's initializer, float.
+      tf1_draws: ``[draws, *shape]`` values of TF1's initializer, float. Draws that repeat
+        one another (a seeded, stateless initializer gives the same values every run) are
+        one draw: pooled, they would count as independent and shrink the p-values.
       tf2_value: ``[*shape]`` the TF2 variable's own initial value.
       fail: whether a difference fails the row (else it is a warning: ok, noted).
       tf1_kind, tf2_kind: what made each side's values, where readable.
     """
     a = np.asarray(tf1_draws, np.float64)
+    a = np.unique(a.reshape(len(a), -1), axis=0) if a.ndim > 1 and len(a) > 1 else a
     b = np.asarray(tf2_value, np.float64)
     makers = " vs ".join(x for x in (f"TF1 {tf1_kind}" if tf1_kind else "",
                                      f"TF2 {tf2_kind}" if tf2_kind else "") if x)
