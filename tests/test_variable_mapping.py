@@ -272,3 +272,16 @@ def test_scopes_that_number_a_layer_differently_are_not_similar_names():
                            VariableInfo("actor/fc2_bn/gamma", (8,))], ordered=False)
     assert {(p.tf1.name, p.tf2.name) for p in alike.pairs} == {
         ("actor/fc1/bn/gamma", "actor/fc1_bn/gamma"), ("actor/fc2/bn/gamma", "actor/fc2_bn/gamma")}
+
+
+def test_a_gru_bias_of_another_reset_after_names_reset_after_not_use_bias():
+    # TF1's tf.keras GRU (reset_after=False): bias (3 units,); TF2's default
+    # (reset_after=True): bias (2, 3 units). The kernels have the same shapes.
+    tf1 = [V("rnn/gru/kernel", (4, 24)), V("rnn/gru/recurrent_kernel", (8, 24)),
+           V("rnn/gru/bias", (24,))]
+    tf2 = [V("gru/gru_cell/kernel", (4, 24)), V("gru/gru_cell/recurrent_kernel", (8, 24)),
+           V("gru/gru_cell/bias", (2, 24))]
+    mapping = infer_mapping(tf1, tf2)
+    assert len(mapping.pairs) == 2 and len(mapping.problems) == 2
+    for problem in mapping.problems:
+        assert "reset_after=False" in problem.message and "use_bias" not in problem.message

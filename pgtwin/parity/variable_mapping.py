@@ -440,6 +440,23 @@ _ONE_SIDE_FIX = {
 """Per kind a layer may lack: what to call it, and the Keras setting that leaves it out."""
 
 
+def _gru_bias_hint(v: VariableInfo, other_side_left: Sequence[VariableInfo]) -> str:
+    """The note for a GRU bias of shape ``(3 units,)`` on one side and ``(2, 3 units)`` on
+    the other: ``reset_after`` differs (False in TF1's ``tf.keras`` GRU, True by default
+    in TF2's, which keeps one bias for the inputs and one for the recurrent part); else ''."""
+    for o in other_side_left:
+        if name_kind(o.name) != "bias":
+            continue
+        flat, stacked = sorted((v.shape, o.shape), key=len)
+        if len(flat) == 1 and stacked == (2, *flat) and flat[0] % 3 == 0:
+            return (f". A GRU's bias: shape {flat} is a GRU with reset_after=False (the default "
+                    f"of TF1's tf.keras GRU), shape {stacked} one with reset_after=True (TF2's "
+                    "default: a bias for the inputs and one for the recurrent part, the reset "
+                    "gate applied after the recurrent matmul). Build the Keras GRU with the "
+                    "TF1 layer's reset_after; the two compute different functions otherwise")
+    return ""
+
+
 def _bias_hint(v: VariableInfo, other_side_left: Sequence[VariableInfo],
                other_side: Sequence[VariableInfo]) -> str:
     """The fix for a bias, or a normalisation's scale or offset, that only one side has
@@ -447,6 +464,9 @@ def _bias_hint(v: VariableInfo, other_side_left: Sequence[VariableInfo],
     it is paired already, the likelier cause (a layer one side shares and the other builds
     twice); else ''."""
     k = name_kind(v.name)
+    gru = _gru_bias_hint(v, other_side_left) if k == "bias" else ""
+    if gru:
+        return gru
 
     def alike(others):
         return [o for o in others if kind(o.name, o.shape) == k and o.shape == v.shape]
