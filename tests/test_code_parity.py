@@ -469,6 +469,15 @@ def test_tf_layers_under_keras_3_and_tf_contrib_get_the_legacy_instructions():
             compare_programs(TF1Program(build=with_layers, feeds={}, loss="l"),
                              up.tf2_program(), BATCH)
         assert "TF_USE_LEGACY_KERAS=1" in str(err.value) and '".[legacy]"' in str(err.value)
+        assert "uses tf.compat.v1.layers.dense," in str(err.value)
+
+        def with_rnn_cell():
+            tf1.nn.rnn_cell.LSTMCell(8)
+
+        with pytest.raises(LegacyCodeError) as err:
+            compare_programs(TF1Program(build=with_rnn_cell, feeds={}, loss="l"),
+                             up.tf2_program(), BATCH)
+        assert "uses tf.compat.v1.nn.rnn_cell.LSTMCell," in str(err.value)
 
         def with_v1_keras_layers():  # Keras 3 under TF >= 2.16: a TF1 optimizer fails on
             x = tf1.placeholder(tf.float32, [None, 4])  # its variables

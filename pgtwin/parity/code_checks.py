@@ -115,13 +115,21 @@ def require_eager(what: str) -> None:
             "put it under `if __name__ == \"__main__\":`).")
 
 
+_RNN_CELLS = frozenset({"RNNCell", "BasicRNNCell", "BasicLSTMCell", "LSTMCell", "GRUCell",
+                        "MultiRNNCell", "DropoutWrapper", "ResidualWrapper", "DeviceWrapper",
+                        "LSTMStateTuple"})
+"""``tf.compat.v1.nn.rnn_cell``'s names: Keras-backed, like ``tf.compat.v1.layers``."""
+
+
 def explain_build_error(err: BaseException, what: str) -> LegacyCodeError | None:
     """The :class:`LegacyCodeError` that explains ``err`` raised by ``what``, or None."""
     text = str(err)
     if isinstance(err, AttributeError) and "not available with Keras 3" in text:
-        symbol = text.split("`")[1] if "`" in text else "tf.compat.v1.layers"
+        name = text.split("`")[1] if "`" in text else ""
+        module = "tf.compat.v1.nn.rnn_cell" if name in _RNN_CELLS else "tf.compat.v1.layers"
+        symbol = f"{module}.{name}" if name else module
         return LegacyCodeError(
-            f"{what} uses tf.compat.v1.layers ({symbol}), which TensorFlow >= 2.16 only "
+            f"{what} uses {symbol}, which TensorFlow >= 2.16 only "
             "provides with legacy Keras (tf.keras is Keras 3 there). Install it with "
             f"{LEGACY_EXTRA} (tf_keras) and set TF_USE_LEGACY_KERAS=1 before TensorFlow is "
             "imported (pgtwin compare and pgtwin convert-checkpoint: --legacy-keras)"
