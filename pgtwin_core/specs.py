@@ -204,8 +204,8 @@ def observation_rank_problem(env_id: str, obs_shape: tuple[int, ...], torso: str
     if torso == "lstm" and rank == 2:
         return (f"{env_id!r} has 2-D observations {tuple(obs_shape)}: the lstm torso reads "
                 "them as the env's own window [K, obs_dim] only with --history 1 "
-                f"(history=1), and a history window of {history} steps (the lstm's default "
-                "unless given) stacks 1-D observations: pass --history 1, or if the first "
+                f"(history=1), while a history window (here {history} steps) stacks 1-D "
+                "observations: pass --history 1, or if the first "
                 f"axis is not time, {flatten}")
     if torso == "lstm":
         return (f"{env_id!r} has {rank}-D observations {tuple(obs_shape)}: the lstm torso "

@@ -236,11 +236,11 @@ def test_observations_of_a_rank_the_torso_does_not_take_are_refused_naming_the_f
                        r"\(gymnasium.wrappers.FlattenObservation.*--torso lstm --history 1"):
         env_spaces_check("PgtwinTestGrid-v0")
     env_spaces_check("PgtwinTestGrid-v0", torso="lstm")  # read as 2 steps of 3
-    # The advice leads somewhere: the lstm's default history window (8 unless given) is
-    # named as what refuses the env's own window, with --history 1.
+    # The advice leads somewhere: the history window given (4 here; 8, the lstm's default,
+    # unless given) is named as what refuses the env's own window, with --history 1.
     with pytest.raises(ValueError, match=r"'PgtwinTestGrid-v0' has 2-D observations \(2, 3\): "
                        r"the lstm torso reads them as the env's own window \[K, obs_dim\] only "
-                       r"with --history 1 \(history=1\), and a history window of 4 steps .* "
+                       r"with --history 1 \(history=1\), while a history window \(here 4 steps\) .* "
                        r"pass --history 1"):
         env_spaces_check("PgtwinTestGrid-v0", torso="lstm", history=4)
     env_spaces_check("CartPole-v1", torso="lstm", history=4)
