@@ -24,7 +24,7 @@ OBS, HIDDEN, GAMMA, LR = 3, 6, 0.95, 0.02
 class TargetCritic:
     """Old TF1 code: placeholders, two scopes built by one function, Adam, a Session."""
 
-    def __init__(self):
+    def __init__(self, tau: float | None = None):
         self.obs_ph = tf1.placeholder(tf.float32, [None, OBS], name="obs")
         self.next_ph = tf1.placeholder(tf.float32, [None, OBS], name="next_obs")
         self.rew_ph = tf1.placeholder(tf.float32, [None], name="rewards")
@@ -36,6 +36,11 @@ class TargetCritic:
         td = self.rew_ph + GAMMA * next_value - self.value
         self.loss = tf.reduce_mean(tf.square(td))
         self.train_op = tf1.train.AdamOptimizer(LR).minimize(self.loss)
+        if tau is not None:  # DDPG's soft update, run after the step
+            with tf.control_dependencies([self.train_op]):
+                self.train_op = tf.group(*[t.assign(tau * o + (1 - tau) * t)
+                                           for o, t in zip(online, target)],
+                                         name="soft_update")
         self.sess = tf1.Session()
         self.sess.run(tf1.global_variables_initializer())
         self.sess.run(sync)
@@ -63,7 +68,8 @@ class KerasTargetCritic:
     """The migration: ``how`` freezes the target (``"model"``: ``trainable = False`` after
     building it; ``"layers"``: built frozen; ``"forgotten"``: not frozen at all)."""
 
-    def __init__(self, how: str = "model"):
+    def __init__(self, how: str = "model", tau: float | None = None):
+        self.tau = tau
         self.online = _critic("online", frozen_layers=False)
         self.target = _critic("target", frozen_layers=how == "layers")
         self.target.set_weights(self.online.get_weights())
@@ -82,6 +88,9 @@ class KerasTargetCritic:
             loss = self.loss(b)["loss"]
         weights = self.online.trainable_variables
         self.optimizer.apply_gradients(zip(tape.gradient(loss, weights), weights))
+        if self.tau is not None:
+            for o, t in zip(self.online.weights, self.target.weights):
+                t.assign(self.tau * o + (1 - self.tau) * t)
 
 
 def make_batch(seed: int = 0, n: int = 24) -> dict[str, np.ndarray]:
@@ -90,12 +99,14 @@ def make_batch(seed: int = 0, n: int = 24) -> dict[str, np.ndarray]:
             "rewards": rng.normal(size=n)}
 
 
-def tf1_program() -> TF1Program:
-    return TF1Program(build=TargetCritic,
+def tf1_program(tau: float | None = None) -> TF1Program:
+    """``tau``: the target is moved towards the online network after each step (else it
+    is copied once, after the initializer)."""
+    return TF1Program(build=lambda: TargetCritic(tau),
                       feeds={"obs": "obs_ph", "next_obs": "next_ph", "rewards": "rew_ph"},
                       loss="loss", outputs={"value": "value"}, train_op="train_op")
 
 
-def tf2_program(how: str = "model") -> TF2Program:
-    return TF2Program(build=lambda: KerasTargetCritic(how), loss=lambda a, b: a.loss(b),
+def tf2_program(how: str = "model", tau: float | None = None) -> TF2Program:
+    return TF2Program(build=lambda: KerasTargetCritic(how, tau), loss=lambda a, b: a.loss(b),
                       train_step=lambda a, b: a.train_step(b))

@@ -244,3 +244,30 @@ def test_a_target_network_left_trainable_in_tf2_is_named_with_the_fix():
     # the bias's message is this one too, not "the other side has no bias"
     assert "no bias" not in notes["TF2 target/target_h/bias"]
     assert "while TF2 trains target/target_h/bias" in notes["TF1 target/b1"]
+
+
+def test_a_soft_target_update_at_another_rate_is_named_with_both_rates_ratio():
+    # DDPG's t <- tau w + (1 - tau) t moves t by tau (w - t); from the same w and t the two
+    # updates are tau_TF2 / tau_TF1 = 0.1 / 0.01 = 10 apart, all of them.
+    from tests import target_programs as tp
+    same = compare_programs(tp.tf1_program(tau=0.01), tp.tf2_program(tau=0.01),
+                            tp.make_batch(), steps=2)
+    assert same.ok, same.to_table()
+    report = compare_programs(tp.tf1_program(tau=0.01), tp.tf2_program(tau=0.1),
+                              tp.make_batch(), steps=2)
+    bad = report.first_failure
+    assert bad.item.startswith("target/") and "step 1/2" in bad.context, report.to_table()
+    assert bad.note.startswith("TF2's update of this state variable is 10x TF1's, all of it: "
+                               "a copy moved towards its source at another rate"), bad.note
+    assert "in soft_update): give both the same tau" in bad.note
+
+
+def test_a_target_update_only_tf1_runs_is_named_as_a_left_out_copy_not_batch_norm():
+    from tests import target_programs as tp
+    report = compare_programs(tp.tf1_program(tau=0.01), tp.tf2_program(), tp.make_batch(),
+                              steps=1)
+    bad = report.first_failure
+    assert bad.note.startswith("TF1's train_op updated this state variable and the TF2 train "
+                               "step did not: where it is a copy, such as a target network")
+    assert "in soft_update): move it after apply_gradients" in bad.note
+    assert "training=True" not in bad.note

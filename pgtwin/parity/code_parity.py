@@ -29,7 +29,8 @@ from pgtwin.migrate.keras_adam_state import is_keras_adam
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.learning_rates import MOMENTUM_RATE_CHANGE, learning_rate_row
 from pgtwin.parity.loss_hints import ratio_hint, regularization_hint, softmax_hint
-from pgtwin.parity.model_state import STATE_CAUSE, STATE_MOVED, explain_roles, split_name_map
+from pgtwin.parity.model_state import (COPY_MOVED, STATE_CAUSE, STATE_MOVED, explain_roles,
+                                       split_name_map)
 from pgtwin.parity.optimizer_config import (clipping_hint, drift_hint, float32_rounding,
                                             keras_optimizer, optimizer_rows, rounded_to_float32,
                                             tf1_clipping)
@@ -38,7 +39,7 @@ from pgtwin.parity.optimizer_pairs import optimizer_factories
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import gradient_rows, output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
-from pgtwin.parity.state_notes import bessel_note, momentum_note
+from pgtwin.parity.state_notes import bessel_note, copy_rate_note, momentum_note
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 from pgtwin.parity.variable_mapping import VariableMapping, infer_mapping
@@ -302,11 +303,8 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                      for a, b in pairs]
         state_tol = (max(j.rtol for j in judged), max(j.atol for j in judged)) if judged \
             else (rtol, atol)
-        step_rows += [_weight_row(p.tf1.name, p.tf2.name, before1, after1, before2, after2,
-                                  *state_tol, where, "",
-                                  _state_cause(p.tf1.name, p.tf2.name, before1, after1,
-                                               before2, after2, eager.momentum_of(p.tf2.name)),
-                                  step_scaled, STATE_MOVED)
+        step_rows += [_state_row(legacy, eager, p.tf1.name, p.tf2.name, before1, after1,
+                                 before2, after2, *state_tol, where, step_scaled)
                       for p in state.pairs]
         if not all(r.ok for r in gradient_rows + step_rows) or step == steps:
             return rows + step_rows
@@ -556,16 +554,32 @@ def largest_change(*before_after: tuple[np.ndarray, np.ndarray]) -> float:
                for before, after in before_after)
 
 
+def _state_row(legacy: TF1Side, eager: TF2Side, tf1_name: str, tf2_name: str, before1,
+               after1, before2, after2, rtol: float, atol: float, where: str,
+               step_scaled: bool) -> Row:
+    """A state pair's weights row: a moving statistic's notes where a Keras normalisation
+    layer holds it, else a copy's (a target network: :data:`COPY_MOVED`)."""
+    momentum = eager.momentum_of(tf2_name)
+    assigner = legacy.assigner_of(tf1_name) if momentum is None else ""
+    moved = STATE_MOVED if momentum is not None else (
+        COPY_MOVED[0].format(assigner=assigner or "an assign op"), COPY_MOVED[1])
+    return _weight_row(tf1_name, tf2_name, before1, after1, before2, after2, rtol, atol,
+                       where, "", _state_cause(tf1_name, tf2_name, before1, after1, before2,
+                                               after2, momentum, assigner),
+                       step_scaled, moved)
+
+
 def _state_cause(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
-                 momentum: float | None) -> str:
+                 momentum: float | None, assigner: str = "") -> str:
     """The note for a state pair that parts where both sides moved it: what the two updates
-    say (:mod:`pgtwin.parity.state_notes`) when the Keras layer's ``momentum`` is known,
-    else the general :data:`STATE_CAUSE`."""
-    if momentum is None:
-        return STATE_CAUSE
+    say (:mod:`pgtwin.parity.state_notes`): when the Keras layer's ``momentum`` is known,
+    a moving statistic's; when no normalisation layer holds it, a copy's rate (TF1's
+    ``assigner`` op named); else the general :data:`STATE_CAUSE`."""
     before = np.asarray(before1[tf1_name], np.float64)
     d1 = np.asarray(after1[tf1_name], np.float64) - before
     d2 = np.asarray(after2[tf2_name], np.float64) - np.asarray(before2[tf2_name], np.float64)
+    if momentum is None:
+        return copy_rate_note(d1, d2, assigner) or STATE_CAUSE
     note = bessel_note(before, d1, d2, momentum) if "variance" in tf2_name else ""
     return note or momentum_note(d1, d2, momentum) or STATE_CAUSE
 

@@ -53,6 +53,19 @@ STATE_MOVED = ("TF1's train_op updated this state variable and the TF2 train ste
                "is_training as the TF2 train step calls the model?")
 """The notes on a state pair that only TF1's step moved, and that only TF2's step moved."""
 
+COPY_MOVED = ("TF1's train_op updated this state variable and the TF2 train step did not: "
+              "where it is a copy, such as a target network (no Keras normalisation layer "
+              "holds it), the TF2 train step leaves out the update TF1's train_op runs "
+              "({assigner}): move it after apply_gradients (a soft update t.assign(tau * w + "
+              "(1 - tau) * t), or a copy every N steps)",
+              "the TF2 train step updated this state variable and TF1's train_op did not: "
+              "where it is a copy, such as a target network (no Keras normalisation layer "
+              "holds it), TF1 updates it in an op of its own (run every N steps) that the "
+              "train_op does not run: update it in the TF2 train step only as often, or "
+              "compare steps that do not update it")
+""":data:`STATE_MOVED` for a state variable no Keras normalisation layer holds; the first
+has TF1's assign op filled in (``{assigner}``)."""
+
 
 class HasState(Protocol):
     """A side whose state the harness can read and put back."""

@@ -6,6 +6,9 @@ same value with the same batch, so the updates themselves say what differs:
 * ``m <- momentum m + (1 - momentum) batch``: the ratio of the two updates is
   ``(1 - momentum_TF1) / (1 - momentum_Keras)``, which gives TF1's momentum from the Keras
   layer's;
+* a copy moved towards its source (a target network's soft update
+  ``t <- tau w + (1 - tau) t``) moves by ``tau (w - t)``: from the same ``w`` and ``t``,
+  two rates give updates that are one common factor apart, ``tau_TF2 / tau_TF1``;
 * TF1's fused batch norm moves the variance with the unbiased batch variance
   (``n / (n - 1)`` times the biased one) and Keras 3 with the biased one. Then
   ``d1 - d2 = (d2 + (1 - momentum) before) / (n - 1)``, so ``n`` comes out of the updates;
@@ -49,3 +52,20 @@ def bessel_note(before: np.ndarray, d1: np.ndarray, d2: np.ndarray,
             f"(n / (n - 1), here n = {round(n)} rows) and Keras with the biased one, so the "
             "moving variance parts by (1 - momentum) var / (n - 1) a step whatever the "
             "settings: not a migration mistake, but the inference outputs differ by it")
+
+
+def copy_rate_note(d1: np.ndarray, d2: np.ndarray, assigner: str = "") -> str:
+    """The note when TF2's update ``d2`` of a state variable is TF1's ``d1`` times one common
+    factor other than 1 (to 1e-3 of its norm: float32 steps), as two soft updates of a
+    target network at different rates are; else ''. ``assigner``: TF1's assign op."""
+    a, b = np.ravel(d1).astype(np.float64), np.ravel(d2).astype(np.float64)
+    norm1 = float(a @ a)
+    if norm1 <= _TINY ** 2 or not np.any(b):
+        return ""
+    c = float(a @ b) / norm1
+    if abs(c - 1.0) <= 1e-3 or np.linalg.norm(b - c * a) > 1e-3 * np.linalg.norm(b):
+        return ""
+    where = f" (TF1 runs it in {assigner})" if assigner else ""
+    return (f"TF2's update of this state variable is {c:.4g}x TF1's, all of it: a copy moved "
+            f"towards its source at another rate, as a target network's soft update t <- tau "
+            f"w + (1 - tau) t with TF2's tau {c:.4g}x TF1's{where}: give both the same tau")

@@ -12,6 +12,7 @@ weights rung, the user's ``train_op``.
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -131,6 +132,11 @@ def _tensor(value: Any, what: str) -> tf.Tensor:
     if not isinstance(value, tf.Tensor):
         raise TypeError(f"{what} is {type(value).__name__}, not a tensor of the TF1 graph")
     return value
+
+
+_ASSIGNS = frozenset({"Assign", "AssignVariableOp", "AssignAdd", "AssignSub",
+                      "AssignAddVariableOp", "AssignSubVariableOp"})
+"""The ops that write a TF1 variable in place."""
 
 
 def train_op_of(value: Any, what: str, graph: tf.Graph) -> tf.Operation:
@@ -332,6 +338,27 @@ class TF1Side:
         with state_kept(self), _named_feeds():
             return tf1_settings_by_variable(self.train_op, self.session, self.feed,
                                             self.variables)
+
+    def assigner_of(self, name: str) -> str:
+        """The first op the ``train_op`` runs that assigns state variable ``name`` (a
+        target network's soft update), with the ``tf.group`` that runs it where there is
+        one (``AssignVariableOp_3 in soft_update``), else ''."""
+        if self.train_op is None:
+            return ""
+        target, via = self.state[name].op, {self.train_op: None}
+        queue = deque([self.train_op])
+        while queue:
+            op = queue.popleft()
+            if op.type in _ASSIGNS and op.inputs and op.inputs[0].op is target:
+                group = via[op]
+                while group is not None and group.type != "NoOp":
+                    group = via[group]
+                return op.name + (f" in {group.name}" if group is not None else "")
+            for parent in [t.op for t in op.inputs] + list(op.control_inputs):
+                if parent not in via:
+                    via[parent] = op
+                    queue.append(parent)
+        return ""
 
     def adam_moments(self) -> dict[str, np.ndarray]:
         """``{name: Adam's first moment m}`` now, for the compared variables the
