@@ -67,11 +67,17 @@ class KerasActorCritic:
     ``critic_beta_2`` is the critic Adam's; ``swap`` steps the actor with the critic's
     optimizer and the critic with the actor's."""
 
-    def __init__(self, dtype="float32", critic_scale=1.0, critic_beta_2=0.999, swap=False):
+    def __init__(self, dtype="float32", critic_scale=1.0, critic_beta_2=0.999, swap=False,
+                 compiled=False):
         self.actor = _keras_mlp(ACTIONS, dtype)
         self.critic = _keras_mlp(1, dtype)
-        self.actor_opt = keras.optimizers.Adam(ACTOR_LR, epsilon=1e-8)
-        self.critic_opt = keras.optimizers.Adam(CRITIC_LR, beta_2=critic_beta_2, epsilon=1e-8)
+        actor_opt = keras.optimizers.Adam(ACTOR_LR, epsilon=1e-8)
+        critic_opt = keras.optimizers.Adam(CRITIC_LR, beta_2=critic_beta_2, epsilon=1e-8)
+        if compiled:  # each network holds its own: model.compile(optimizer=...)
+            self.actor.compile(optimizer=actor_opt)
+            self.critic.compile(optimizer=critic_opt)
+        else:
+            self.actor_opt, self.critic_opt = actor_opt, critic_opt
         self.critic_scale, self.swap = critic_scale, swap
 
     def losses(self, obs, actions, returns):
@@ -88,8 +94,12 @@ class KerasActorCritic:
         with tf.GradientTape(persistent=True) as tape:
             out = self.losses(obs, actions, returns)
             critic_loss = out["critic_loss"] * self.critic_scale
-        actor_opt, critic_opt = (self.critic_opt, self.actor_opt) if self.swap \
-            else (self.actor_opt, self.critic_opt)
+        if hasattr(self, "actor_opt"):
+            actor_opt, critic_opt = self.actor_opt, self.critic_opt
+        else:
+            actor_opt, critic_opt = self.actor.optimizer, self.critic.optimizer
+        if self.swap:
+            actor_opt, critic_opt = critic_opt, actor_opt
         actor_vars = self.actor.trainable_variables
         critic_vars = self.critic.trainable_variables
         actor_opt.apply_gradients(zip(tape.gradient(out["actor_loss"], actor_vars),

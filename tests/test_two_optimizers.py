@@ -26,9 +26,12 @@ def failing(report):
     return [r for r in report.rows if not r.ok]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_a_faithful_actor_critic_with_two_optimizers_passes(dtype):
-    report = compare_programs(ac.tf1_program(dtype), ac.tf2_program(dtype), BATCH, steps=3)
+@pytest.mark.parametrize("dtype, compiled", [("float32", False), ("float64", False),
+                                             ("float32", True)])
+def test_a_faithful_actor_critic_with_two_optimizers_passes(dtype, compiled):
+    # compiled: each network holds its optimizer (model.compile), the agent neither
+    report = compare_programs(ac.tf1_program(dtype), ac.tf2_program(dtype, compiled=compiled),
+                              BATCH, steps=3)
     assert report.ok, report.to_table()
     rates = {r.item: r for r in report.rows if r.item.endswith("optimizer.learning_rate")}
     assert set(rates) == {"actor/*: optimizer.learning_rate", "critic/*: optimizer.learning_rate"}
@@ -55,8 +58,10 @@ def test_the_critics_own_adam_setting_is_compared_with_the_critics_tf1_optimizer
     assert failing(report)[0].note == "TF1 beta_2=0.999, Adam beta_2=0.99"
 
 
-def test_two_swapped_optimizers_are_named_as_the_cause():
-    report = compare_programs(ac.tf1_program(), ac.tf2_program(swap=True), BATCH, steps=1)
+@pytest.mark.parametrize("compiled", [False, True])
+def test_two_swapped_optimizers_are_named_as_the_cause(compiled):
+    report = compare_programs(ac.tf1_program(), ac.tf2_program(swap=True, compiled=compiled),
+                              BATCH, steps=1)
     first = report.first_failure
     assert first.item == "actor/*: optimizer.learning_rate", report.to_table()
     assert first.note == ("the TF2 train step swaps two optimizers: the Keras optimizer that "

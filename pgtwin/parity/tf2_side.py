@@ -102,14 +102,20 @@ def _layers(obj: Any, seen: set[int] | None = None) -> list[Any]:
 
 
 def find_optimizers(obj: Any, model: Any) -> list[Any]:
-    """Every Keras optimizer held by the model (``compile``) or the object, each once, the
-    model's first (an actor-critic agent holds one per network)."""
+    """Every Keras optimizer held by the model (``compile``), the object, or a model the
+    object holds (an agent of two compiled networks), each once, the model's first (an
+    actor-critic agent holds one per network)."""
+    def attributes(holder: Any) -> list[Any]:
+        return list(vars(holder).values()) if hasattr(holder, "__dict__") else []
+
+    def is_optimizer(value: Any) -> bool:
+        return hasattr(value, "apply_gradients") and hasattr(value, "get_config")
+
+    held = [v for v in attributes(obj) if not is_optimizer(v) and hasattr(v, "optimizer")]
     found = []
-    for holder in (model, obj):
-        for value in [getattr(holder, "optimizer", None),
-                      *(vars(holder).values() if hasattr(holder, "__dict__") else ())]:
-            if hasattr(value, "apply_gradients") and hasattr(value, "get_config") \
-                    and all(value is not f for f in found):
+    for holder in (model, obj, *held):
+        for value in [getattr(holder, "optimizer", None), *attributes(holder)]:
+            if is_optimizer(value) and all(value is not f for f in found):
                 found.append(value)
     return found
 
