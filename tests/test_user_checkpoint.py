@@ -462,3 +462,37 @@ def test_a_keras_lstm_model_converts_though_its_seed_state_is_never_saved(tmp_pa
     tf.train.Checkpoint(model=model).restore(str(tmp_path / "tf2" / "ckpt"))
     for name, v in zip(values, model.trainable_variables):  # the LSTM's, then the head's
         np.testing.assert_array_equal(np.asarray(v), values[name].astype("float32"))
+
+
+def test_an_agent_with_two_keras_optimizers_writes_none_and_says_why(tmp_path):
+    # Which variables each of an actor-critic's Keras optimizers steps is known only once
+    # its train step has built them: writing the first over every variable would restore
+    # into neither. The weights still convert and verify.
+    import dataclasses
+
+    from tests import actor_critic_programs as ac
+
+    class Agent(ac.KerasActorCritic, tf.Module):
+        def __init__(self):
+            tf.Module.__init__(self)
+            ac.KerasActorCritic.__init__(self)
+
+    graph, batch = tf.Graph(), ac.make_batch()
+    with graph.as_default():
+        old = ac.TF1ActorCritic()
+        old.sess.run(old.train_op, {old.obs_ph: batch["obs"], old.act_ph: batch["actions"],
+                                    old.ret_ph: batch["returns"]})
+        prefix = tf.compat.v1.train.Saver().save(old.sess, str(tmp_path / "ac"))
+        old.sess.close()
+    program = dataclasses.replace(ac.tf2_program(), build=Agent)
+    done = convert_user_checkpoint(prefix, str(tmp_path / "out"), ac.tf1_program(), program,
+                                   batch)
+    assert done.optimizer_state == "none" and done.report.ok
+    assert done.notes == ["optimizer state not converted, started fresh: the TF2 object holds "
+                          "2 Keras optimizers (Adam, Adam), and which variables each steps is "
+                          "known only once your train step has built them: none is written, "
+                          "each starts fresh (TF2Program.optimizer names one to write with "
+                          "the state of every converted variable)"]
+    with pytest.raises(UserCheckpointError, match="holds 2 Keras optimizers"):
+        convert_user_checkpoint(prefix, str(tmp_path / "out2"), ac.tf1_program(), program,
+                                batch, optimizer_state="convert")

@@ -187,8 +187,11 @@ def convert_user_checkpoint(
         eager.load_state({p.tf2.name: oracle[p.tf1.name] for p in state.pairs})
 
         notes: list[str] = []
-        optimizer = eager.optimizer
-        adam = _tf1_adam(values, mapping, legacy, optimizer, optimizer_state, prefix, notes)
+        optimizer, unknown = _written_optimizer(eager, tf2_program)
+        adam = _tf1_adam(values, mapping, legacy, optimizer, optimizer_state, prefix, notes,
+                         unknown)
+        if unknown and optimizer_state == "reset":
+            notes.append(unknown)
         steps = 0
         if optimizer is not None:
             build_optimizer(optimizer, _trainable(eager))
@@ -355,12 +358,28 @@ def _checkpoint_objects(model: Any, optimizer: Any) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------ optimizer state
+def _written_optimizer(eager: TF2Side, program: TF2Program) -> tuple[Any, str]:
+    """``(the Keras optimizer to write, or None; why none, where the object holds several)``.
+
+    An actor-critic agent holds one Keras optimizer per network, and which variables each
+    steps is known only once the user's train step has built them: none is written then
+    (each starts fresh) unless ``TF2Program.optimizer`` names the one to write."""
+    if len(eager.optimizers) <= 1 or program.optimizer is not None:
+        return eager.optimizer, ""
+    held = ", ".join(type(o).__name__ for o in eager.optimizers)
+    return None, (f"the TF2 object holds {len(eager.optimizers)} Keras optimizers ({held}), "
+                  "and which variables each steps is known only once your train step has "
+                  "built them: none is written, each starts fresh (TF2Program.optimizer "
+                  "names one to write with the state of every converted variable)")
+
+
 def _tf1_adam(values: Mapping[str, np.ndarray], mapping: VariableMapping,
               legacy: TF1Side | None, optimizer: Any, mode: str, prefix: str,
-              notes: list[str]) -> _Adam | None:
+              notes: list[str], unknown: str = "") -> _Adam | None:
     """TF1 Adam's state of the converted variables, or None (with the reason in ``notes``).
 
-    Under ``convert`` every reason not to is an error instead.
+    Under ``convert`` every reason not to is an error instead. ``unknown``: why the
+    optimizer is None though the TF2 object holds several (:func:`_written_optimizer`).
     """
     if mode == "reset":
         return None
@@ -379,8 +398,8 @@ def _tf1_adam(values: Mapping[str, np.ndarray], mapping: VariableMapping,
     if not has_state:
         reason = "the checkpoint holds no optimizer state for the converted variables"
     elif optimizer is None:
-        reason = ("the checkpoint holds optimizer state but the TF2 program has no optimizer "
-                  "(TF2Program.optimizer names it)")
+        reason = unknown or ("the checkpoint holds optimizer state but the TF2 program has no "
+                             "optimizer (TF2Program.optimizer names it)")
     elif not is_keras_adam(optimizer):
         reason = (f"the TF2 optimizer is {type(optimizer).__module__}.{type(optimizer).__name__}; "
                   "only TF1 Adam's state converts, into a Keras Adam without amsgrad")
