@@ -8,6 +8,8 @@ keep probability fed. The TF2 side is a Keras ``Dropout(rate)`` called with
 """
 from __future__ import annotations
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -43,20 +45,22 @@ class DropoutPolicy:
 
 
 class KerasDropoutAgent:
-    def __init__(self, rate):
+    def __init__(self, rate, loss_training=True):
+        self.loss_training = loss_training  # False: only the train step drops
         self.model = keras.Sequential([keras.layers.Dense(HIDDEN, activation="tanh"),
                                        keras.layers.Dropout(rate), keras.layers.Dense(ACTIONS)])
         self.optimizer = keras.optimizers.SGD(LR)
 
-    def loss(self, b):
-        logits = self.model(b["obs"], training=True)
+    def loss(self, b, training=None):
+        training = self.loss_training if training is None else training
+        logits = self.model(b["obs"], training=training)
         neglogp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=b["actions"],
                                                                  logits=logits)
         return {"loss": tf.reduce_mean(neglogp * b["returns"]), "logits": logits}
 
     def train_step(self, b):
         with tf.GradientTape() as tape:
-            loss = self.loss(b)["loss"]
+            loss = self.loss(b, training=True)["loss"]
         grads = tape.gradient(loss, self.model.trainable_variables)
         self.optimizer.apply_gradients(
             [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None])
@@ -69,8 +73,8 @@ def tf1_program() -> TF1Program:
                              "keep_prob": "keep_prob"})
 
 
-def tf2_program(rate: float) -> TF2Program:
-    return TF2Program(build=lambda: KerasDropoutAgent(rate), loss=lambda a, b: a.loss(b),
+def tf2_program(rate: float, loss_training: bool = True) -> TF2Program:
+    return TF2Program(build=lambda: KerasDropoutAgent(rate, loss_training), loss=lambda a, b: a.loss(b),
                       train_step=lambda a, b: a.train_step(b), model="model")
 
 
@@ -115,3 +119,18 @@ def test_keep_prob_given_as_the_rate_is_named_and_the_later_rungs_follow_from_it
                          for rung in ("gradients", "weights"))
     assert "a Dropout given keep_prob as its rate" in gradient.note
     assert weights.note.startswith("its TF2 gradient is None (the gradients rung)")
+
+
+def test_dropout_only_the_train_step_draws_is_named_at_the_weights():
+    # The loss calls the model in inference mode, so every rung up to the gradients agrees;
+    # the train step calls it with training=True and drops a fifth of the hidden units,
+    # which TF1's train_op (keep_prob 1.0) does not.
+    report = compare_programs(tf1_program(), tf2_program(0.2, loss_training=False), batch(1.0),
+                              steps=1)
+    first = report.first_failure
+    assert first.rung == "weights" and first.item.startswith("policy/"), report.to_table()
+    assert re.match(r"the Keras model holds dropout(_\d+)? \(rate 0.2\): a train step that "
+                    "calls it with training=True draws dropout masks", first.note), first.note
+    off = compare_programs(tf1_program(), tf2_program(0.0, loss_training=False), batch(1.0),
+                           steps=1)
+    assert off.ok, off.to_table()

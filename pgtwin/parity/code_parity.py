@@ -36,7 +36,7 @@ from pgtwin.parity.optimizer_config import (clipping_hint, drift_hint, float32_r
                                             tf1_clipping)
 from pgtwin.parity.optimizer_groups import NONE, OptimizerGroup, form_groups
 from pgtwin.parity.optimizer_pairs import optimizer_factories
-from pgtwin.parity.output_notes import with_layer_hints, with_randomness
+from pgtwin.parity.output_notes import random_step_note, with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import gradient_rows, output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.parity.state_notes import bessel_note, copy_rate_note, momentum_note
@@ -269,6 +269,7 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         and any(is_keras_adam(o) for o in eager.optimizers)
     pairs = [(p.tf1.name, p.tf2.name) for p in mapping.pairs]
     judged: list[_Judged] = []
+    random = ""  # why the steps would part by design (dropout in the train step)
     for step in range(1, steps + 1):
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
         if step > 1:  # a schedule moves the rates between steps
@@ -283,6 +284,9 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                                  {b: eager.owner_of(b) for _, b in pairs})
             judged = _swapped([_judge(legacy, eager, g, drifts, dtype, rtol, atol, ctx)
                                for g in groups])
+            random = random_step_note(eager)
+            for j in judged:  # dropout in the step: the likeliest cause, said first
+                j.cause = j.step_cause = "; ".join(x for x in (random, j.cause) if x)
             for j in judged:
                 rows += j.group.named(_rates_after_first_step(j.rows, j.group, where))
         if failure is not None:
@@ -296,6 +300,9 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                 (legacy.adam_moments(), eager.adam_moments()),
                 (j.group.tf1_settings["beta_1"], j.group.keras_settings["beta_1"]),
                 *grad_tol, where, j.clipping)]
+        gradient_rows = [r if r.ok or not random else Row(
+            r.rung, r.item, r.max_abs, r.max_rel, False, f"{random}; {r.note}", r.context)
+            for r in gradient_rows]
         rows = rows + gradient_rows  # step 1's own check, kept whatever follows
         step_rows = [_weight_row(a, b, before1, after1, before2, after2, by_name[a].rtol,
                                  by_name[a].atol, where, by_name[a].hint, by_name[a].step_cause,

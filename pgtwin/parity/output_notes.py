@@ -4,7 +4,9 @@ Two causes the values alone cannot name, each checked only when a row has parted
 
 * a batch-normalisation epsilon that differs (:mod:`pgtwin.parity.layer_hints`);
 * a forward pass that is random: run again on the same inputs and weights it gives other
-  values (dropout left on: each side draws its own masks, so no rung can agree).
+  values (dropout left on: each side draws its own masks, so no rung can agree);
+* a train step that is random where the loss is not: the Keras model holds dropout layers
+  that the loss calls with ``training=False`` and the train step with ``training=True``.
 """
 from __future__ import annotations
 
@@ -56,3 +58,19 @@ def with_randomness(rows: list[Row], legacy: TF1Side, eager: TF2Side,
     return [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
                                "; ".join(x for x in (note, r.note) if x), r.context)
             for r in rows]
+
+
+def random_step_note(eager: TF2Side) -> str:
+    """The note for train steps that part where the Keras model holds dropout (or noise)
+    layers with a rate above 0, else '': the loss compared on the earlier rungs may call
+    them in inference mode while the train step draws masks TF1 cannot draw alike."""
+    found = [f"{layer.name} (rate {float(getattr(layer, 'rate', 0) or 0):g})"
+             for layer in eager.layers()
+             if any(k in type(layer).__name__ for k in ("Dropout", "Noise"))
+             and float(getattr(layer, "rate", getattr(layer, "stddev", 0)) or 0) > 0]
+    if not found:
+        return ""
+    return (f"the Keras model holds {', '.join(found)}: a train step that calls it with "
+            "training=True draws dropout masks TF1's train_op does not draw alike (or at "
+            "all), so the steps cannot agree; compare with the dropout off on both sides "
+            "(rate 0, keep_prob 1.0)")
