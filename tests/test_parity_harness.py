@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from pgtwin.parity import assert_parity, compare
+from pgtwin.parity.ladder import ParityReport, Row
 
 tf1 = tf.compat.v1
 
@@ -271,6 +272,19 @@ def test_assert_parity_fails_with_the_table_and_returns_the_report_when_ok():
     assert report.ok
     data = json.loads(report.to_json())
     assert data["ok"] and len(data["rows"]) == len(report.rows)
+
+
+def test_a_json_report_is_standard_json_where_a_row_could_not_be_compared():
+    # A row that could not be compared holds inf; standard JSON has no Infinity, so strict
+    # parsers would reject the whole report: it is null there.
+    report = ParityReport([Row("weights", "train step", float("inf"), float("inf"), False,
+                               "the TF2 train step raised"),
+                           Row("loss", "loss", 1e-3, 2e-3, False)])
+    text = report.to_json()
+    assert "Infinity" not in text and "NaN" not in text
+    rows = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard {c}"))["rows"]
+    assert (rows[0]["max_abs"], rows[0]["max_rel"]) == (None, None)
+    assert (rows[1]["max_abs"], rows[1]["max_rel"]) == (1e-3, 2e-3)
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -107,8 +107,16 @@ class ParityReport:
                 "pairs": self.pairs, "rows": [asdict(r) for r in self.rows]}
 
     def to_json(self) -> str:
-        """:meth:`to_dict` as a JSON string."""
-        return json.dumps(self.to_dict())
+        """:meth:`to_dict` as standard JSON: a row's ``max_abs`` or ``max_rel`` that is not
+        finite (a row that could not be compared: a raising step, dtypes that differ) is
+        ``null``, as JSON has no Infinity or NaN for strict parsers (JavaScript's, jq's
+        strict mode) to read."""
+        data = self.to_dict()
+        for row in data["rows"]:
+            for key in ("max_abs", "max_rel"):
+                if not np.isfinite(row[key]):
+                    row[key] = None
+        return json.dumps(data, allow_nan=False)
 
 
 def _verdict(row: Row) -> str:
