@@ -75,6 +75,8 @@ def test_one_keras_optimizer_for_both_networks_fails_at_the_group_whose_rate_it_
     def one_optimizer():
         agent = ac.KerasActorCritic()
         agent.critic_opt = agent.actor_opt = keras.optimizers.Adam(ac.ACTOR_LR, epsilon=1e-8)
+        agent.actor_opt.build(agent.actor.trainable_variables  # one optimizer over both
+                              + agent.critic.trainable_variables)
         return agent
 
     program = dataclasses.replace(ac.tf2_program(), build=one_optimizer)
@@ -153,3 +155,21 @@ def test_a_train_op_that_is_no_op_is_refused_with_what_it_is(train_op, found):
         compare_programs(program, ac.tf2_program(), BATCH, steps=1)
     assert "TF1Program.train_op" in str(err.value) and found in str(err.value)
     assert "name the op your code runs to train" in str(err.value)
+
+
+def test_one_unbuilt_keras_optimizer_applied_to_two_models_is_told_how_to_build_it():
+    # Keras 3 builds an optimizer on its first apply_gradients' variables (the actor's) and
+    # refuses the critic's in the second call with "Unknown variable: <Variable ...
+    # value=[[...]]>", a whole weight matrix in the message.
+    def shared():
+        agent = ac.KerasActorCritic()
+        agent.critic_opt = agent.actor_opt
+        return agent
+
+    report = compare_programs(ac.tf1_program(), dataclasses.replace(ac.tf2_program(),
+                                                                    build=shared), BATCH,
+                              steps=1)
+    step = next(r for r in report.rows if r.item == "train step")
+    assert step.note.startswith("the TF2 train step raised ValueError: a Keras optimizer is "
+                                "built on the variables of its first apply_gradients"), step.note
+    assert "value=" not in step.note and "(Unknown variable: <Variable path=" in step.note

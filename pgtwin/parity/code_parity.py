@@ -18,6 +18,7 @@ Inputs are cast to the TF1 placeholders' declared dtypes, and both sides get tho
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
-from pgtwin.migrate.keras_adam_state import is_keras_adam
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.learning_rates import MOMENTUM_RATE_CHANGE, learning_rate_row
 from pgtwin.parity.loss_hints import ratio_hint, regularization_hint, softmax_hint
@@ -265,8 +265,7 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     tf1_before = legacy.optimizer_by_variable()
     keras_before = {id(o): keras_optimizer(o) for o in eager.optimizers}
     drifts = {id(o): drift_hint("rmsprop", o) for o in eager.optimizers}  # velocities now
-    adam = any(k == "adam" for k, _ in tf1_before.values()) \
-        and any(is_keras_adam(o) for o in eager.optimizers)
+    adam = any(k == "adam" for k, _ in tf1_before.values())  # a Keras one may come lazily
     pairs = [(p.tf1.name, p.tf2.name) for p in mapping.pairs]
     judged: list[_Judged] = []
     random = ""  # why the steps would part by design (dropout in the train step)
@@ -279,16 +278,20 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         before1, before2 = _all_values(legacy), _all_values(eager)
         moments = (legacy.adam_moments(), eager.adam_moments()) if step == 1 and adam else None
         failure = _run_steps(legacy, eager, where)
+        made = eager.refresh_optimizers()  # a train step that makes its optimizer
         if step == 1:  # the Keras optimizers know their variables now
-            groups = form_groups(pairs, tf1_before, keras_before,
-                                 {b: eager.owner_of(b) for _, b in pairs})
-            judged = _swapped([_judge(legacy, eager, g, drifts, dtype, rtol, atol, ctx)
-                               for g in groups])
+            judged = _first_step_groups(legacy, eager, pairs, tf1_before, keras_before,
+                                        drifts, made, dtype, rtol, atol, ctx)
             random = random_step_note(eager)
             for j in judged:  # dropout in the step: the likeliest cause, said first
                 j.cause = j.step_cause = "; ".join(x for x in (random, j.cause) if x)
             for j in judged:
                 rows += j.group.named(_rates_after_first_step(j.rows, j.group, where))
+        elif made:
+            for j in judged:  # its state (Adam's moments, iterations) starts again
+                note = _remade_note(made, step)
+                j.cause = "; ".join(x for x in (note, j.cause) if x)
+                j.step_cause = "; ".join(x for x in (note, j.step_cause) if x)
         if failure is not None:
             return rows + [failure]
         after1, after2 = _all_values(legacy), _all_values(eager)
@@ -316,6 +319,37 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         if not all(r.ok for r in gradient_rows + step_rows) or step == steps:
             return rows + step_rows
     return rows
+
+
+def _first_step_groups(legacy: TF1Side, eager: TF2Side, pairs: list[tuple[str, str]],
+                       tf1_before: Mapping[str, tuple[str, dict]],
+                       keras_before: dict[int, tuple[str, dict]], drifts: dict[int, str],
+                       made: list[Any], dtype: str, rtol: float, atol: float,
+                       ctx: str) -> list[_Judged]:
+    """After the first step: the optimizer groups (:func:`form_groups`), judged.
+
+    ``made``: Keras optimizers the first step made (``self.optimizer = Adam(...)`` in the
+    train step). Their settings are read now, and so are TF1's for the pairs they step: a
+    schedule has moved both sides' rates by one step alike."""
+    owners = {b: eager.owner_of(b) for _, b in pairs}
+    tf1_settings = dict(tf1_before)
+    if made:
+        keras_before.update({id(o): keras_optimizer(o) for o in made})
+        drifts.update({id(o): drift_hint("rmsprop", o) for o in made})
+        tf1_now = legacy.optimizer_by_variable()
+        lazy = {id(o) for o in made}
+        tf1_settings.update({a: tf1_now[a] for a, b in pairs
+                             if id(owners[b]) in lazy and a in tf1_now})
+    groups = form_groups(pairs, tf1_settings, keras_before, owners)
+    return _swapped([_judge(legacy, eager, g, drifts, dtype, rtol, atol, ctx) for g in groups])
+
+
+def _remade_note(made: list[Any], step: int) -> str:
+    """The weights rows' cause when the train step made new Keras optimizers at ``step``."""
+    names = ", ".join(type(o).__name__ for o in made)
+    return (f"the TF2 train step made a new Keras optimizer ({names}) at step {step}: its "
+            "state (Adam's moments, iterations) starts again at every new one, while TF1's "
+            "optimizer keeps its own; make the optimizer once, outside the train step")
 
 
 @dataclass
@@ -354,10 +388,20 @@ def _judge(legacy: TF1Side, eager: TF2Side, group: OptimizerGroup, drifts: Mappi
     if group.keras is None:
         held = ", ".join(type(o).__name__ for o in eager.optimizers)
         note = NO_KERAS_OPTIMIZER if not eager.optimizers else (
+            "neither side's step updates these variables (no apply op of TF1's train_op, "
+            "no Keras optimizer holds them): compared through the weights"
+            if group.tf1_kind == "none" else
             f"none of the TF2 object's Keras optimizers ({held}) holds these variables "
             "after the first step; compared through the weights")
         return _Judged(group, [Row("weights", "optimizer", 0.0, 0.0, True, note, ctx)],
                        rtol, atol)
+    if group.tf1_kind == "none":
+        return _Judged(group, [Row(
+            "weights", "optimizer", float("inf"), float("inf"), False,
+            f"TF1's train_op updates none of these variables (no apply op: left out of its "
+            f"var_list, or trained by another op) and the TF2 train step steps them with "
+            f"{type(group.keras).__name__}: apply gradients to the variables TF1 trains "
+            "(or give TF1Program.train_op every train op)", ctx)], rtol, atol)
     tf1_clip = tf1_clipping(legacy.train_op, legacy.loss,
                             [legacy.variables[n] for n in group.tf1_names])
     tf1_kind, tf1_settings = group.tf1_kind, group.tf1_settings
@@ -383,10 +427,10 @@ def _swapped(judged: list[_Judged]) -> list[_Judged]:
     for j in judged:
         g = j.group
         bad = next((i for i, r in enumerate(j.rows) if not r.ok), None)
-        if bad is None or g.keras is None:
+        if bad is None or g.keras is None or g.tf1_kind == "none":
             continue
-        shared = next((h.group for h in judged if h is not j and h.group.keras is g.keras),
-                      None)
+        shared = next((h.group for h in judged if h is not j and h.group.keras is g.keras
+                       and h.group.tf1_kind != "none"), None)
         other = next((h.group for h in judged if h is not j and h.group.keras is not g.keras
                       and all(r.ok for r in optimizer_rows(
                           h.group.tf1_kind, h.group.tf1_settings, g.keras_kind,
@@ -533,8 +577,25 @@ def _run_steps(legacy: TF1Side, eager: TF2Side, where: str) -> Row | None:
             step()
         except Exception as err:  # noqa: BLE001  (the user's code: reported, not hidden)
             return Row("weights", "train step", float("inf"), float("inf"), False,
-                       f"the {side} raised {type(err).__name__}: {err}", where)
+                       f"the {side} raised {type(err).__name__}: {_error_text(err)}", where)
     return None
+
+
+UNKNOWN_VARIABLE = ("a Keras optimizer is built on the variables of its first "
+                    "apply_gradients, and this one was given others later (one optimizer "
+                    "applied to two models' variables in two calls): build it on all of them "
+                    "first (optimizer.build(variables)), or give each model its own")
+"""The cause said before Keras 3's ``Unknown variable`` error from ``apply_gradients``."""
+
+
+def _error_text(err: Exception) -> str:
+    """What a raising step said, without the values a Keras variable's repr prints (a
+    whole weight matrix), and with the cause first where it is known."""
+    text = re.sub(r", value=[^>]*>", ">", str(err))
+    text = text if len(text) <= 400 else text[:400] + " ..."
+    if text.startswith("Unknown variable"):
+        return f"{UNKNOWN_VARIABLE} ({text})"
+    return text
 
 
 WEIGHT_MOVED = ("the TF2 train step did not change this variable, TF1's train_op did: does "

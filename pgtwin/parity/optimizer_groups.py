@@ -78,11 +78,13 @@ def keras_owns(optimizer: Any, variable: Any) -> bool | None:
 
 
 def keras_owner(optimizers: Sequence[Any], variable: Any) -> Any:
-    """The one of ``optimizers`` that steps ``variable``: the only one there is, else the
-    first whose index holds it, else None."""
-    if len(optimizers) == 1:
+    """The one of ``optimizers`` that steps ``variable``: the first whose index holds it;
+    else the only one there is, unless its index tells it does not (a DQN's target network,
+    trainable but left out of every step); else None."""
+    found = next((o for o in optimizers if keras_owns(o, variable)), None)
+    if found is None and len(optimizers) == 1 and keras_owns(optimizers[0], variable) is None:
         return optimizers[0]
-    return next((o for o in optimizers if keras_owns(o, variable)), None)
+    return found
 
 
 def form_groups(pairs: Sequence[tuple[str, Any]],

@@ -101,15 +101,20 @@ def _layers(obj: Any, seen: set[int] | None = None) -> list[Any]:
     return out
 
 
-def find_optimizers(obj: Any, model: Any) -> list[Any]:
-    """Every Keras optimizer held by the model (``compile``), the object, or a model the
-    object holds (an agent of two compiled networks), each once, the model's first (an
-    actor-critic agent holds one per network)."""
-    def attributes(holder: Any) -> list[Any]:
-        return list(vars(holder).values()) if hasattr(holder, "__dict__") else []
+def is_optimizer(value: Any) -> bool:
+    """True for a Keras optimizer (Keras 3's, ``tf_keras``' new and legacy ones)."""
+    return hasattr(value, "apply_gradients") and hasattr(value, "get_config")
 
-    def is_optimizer(value: Any) -> bool:
-        return hasattr(value, "apply_gradients") and hasattr(value, "get_config")
+
+def find_optimizers(obj: Any, model: Any) -> list[Any]:
+    """Every Keras optimizer held by the model (``compile``), the object (an attribute, or
+    a dict or list in one), or a model the object holds (an agent of two compiled networks),
+    each once, the model's first (an
+    actor-critic agent holds one per network)."""
+    def attributes(holder: Any) -> list[Any]:  # a dict or list of them counts too
+        values = list(vars(holder).values()) if hasattr(holder, "__dict__") else []
+        return values + [x for v in values if isinstance(v, (dict, list, tuple))
+                         for x in (v.values() if isinstance(v, dict) else v)]
 
     held = [v for v in attributes(obj) if not is_optimizer(v) and hasattr(v, "optimizer")]
     found = []
@@ -167,11 +172,8 @@ class TF2Side:
         self.not_compared = list(dict.fromkeys(
             underlying(v).name.split(":")[0] for v in owned if id(underlying(v)) not in read))
         self.initial = self.values()
-        found = find_optimizers(self.obj, self.model)
-        if program.optimizer is not None:
-            named = resolve(self.obj, program.optimizer, f"{what}.optimizer")
-            found = [named, *(o for o in found if o is not named)]
-        self.optimizers = found
+        self.restated = False
+        self.optimizers = found = self._held_optimizers()
         self.optimizer = found[0] if found else None
         # made by the first call too; a tf.Module agent's optimizer slots are not the model's
         slots = {id(underlying(v)) for o in found for v in _optimizer_variables(o)}
@@ -272,6 +274,36 @@ class TF2Side:
                     out.setdefault(name, np.asarray(m.numpy()))
         return out
 
+    def _held_optimizers(self) -> list[Any]:
+        """The Keras optimizers the object holds now (:func:`find_optimizers`), the one
+        ``TF2Program.optimizer`` names first: None until a train step makes it; anything
+        else that is not an optimizer is a ValueError naming it."""
+        found = find_optimizers(self.obj, self.model)
+        ref = self.program.optimizer
+        if ref is None:
+            return found
+        named = resolve(self.obj, ref, f"{self.what}.optimizer")
+        if named is None:
+            return found
+        if not is_optimizer(named):
+            raise ValueError(f"{self.what}.optimizer={ref!r} is a {type(named).__name__}, not "
+                             "a Keras optimizer (no apply_gradients and get_config): name the "
+                             "attribute that holds the optimizer, or leave it out to have the "
+                             "optimizers the object holds found")
+        return [named, *(o for o in found if o is not named)]
+
+    def refresh_optimizers(self) -> list[Any]:
+        """The Keras optimizers the object holds now and did not before, which become
+        :attr:`optimizers`: a train step that makes its optimizer on its first call (or,
+        wrongly, on every call). None for a restated optimizer."""
+        if self.restated:
+            return []
+        held = self._held_optimizers()
+        new = [o for o in held if all(o is not f for f in self.optimizers)]
+        if held:
+            self.optimizers, self.optimizer = held, held[0]
+        return new
+
     def owner_of(self, name: str) -> Any:
         """The Keras optimizer that steps variable ``name``
         (:func:`~pgtwin.parity.optimizer_groups.keras_owner`), or None."""
@@ -295,7 +327,7 @@ class TF2Side:
 
     def set_optimizer(self, optimizer: Any) -> None:
         """Use ``optimizer`` (a restated one) instead of the program's own step."""
-        self.optimizer, self.optimizers = optimizer, [optimizer]
+        self.optimizer, self.optimizers, self.restated = optimizer, [optimizer], True
         self.program = TF2Program(build=self.program.build, loss=self.program.loss,
                                   outputs=self.program.outputs)
 
