@@ -68,11 +68,12 @@ class KerasTargetCritic:
     """The migration: ``how`` freezes the target (``"model"``: ``trainable = False`` after
     building it; ``"layers"``: built frozen; ``"forgotten"``: not frozen at all)."""
 
-    def __init__(self, how: str = "model", tau: float | None = None):
+    def __init__(self, how: str = "model", tau: float | None = None, synced: bool = True):
         self.tau = tau
         self.online = _critic("online", frozen_layers=False)
         self.target = _critic("target", frozen_layers=how == "layers")
-        self.target.set_weights(self.online.get_weights())
+        if synced:  # False: the port forgets the first copy TF1's __init__ runs
+            self.target.set_weights(self.online.get_weights())
         if how == "model":
             self.target.trainable = False
         self.optimizer = keras.optimizers.Adam(LR, epsilon=1e-8)
@@ -107,6 +108,7 @@ def tf1_program(tau: float | None = None) -> TF1Program:
                       loss="loss", outputs={"value": "value"}, train_op="train_op")
 
 
-def tf2_program(how: str = "model", tau: float | None = None) -> TF2Program:
-    return TF2Program(build=lambda: KerasTargetCritic(how, tau), loss=lambda a, b: a.loss(b),
+def tf2_program(how: str = "model", tau: float | None = None, synced: bool = True
+                ) -> TF2Program:
+    return TF2Program(build=lambda: KerasTargetCritic(how, tau, synced), loss=lambda a, b: a.loss(b),
                       train_step=lambda a, b: a.train_step(b))

@@ -271,3 +271,24 @@ def test_a_target_update_only_tf1_runs_is_named_as_a_left_out_copy_not_batch_nor
                                "step did not: where it is a copy, such as a target network")
     assert "in soft_update): move it after apply_gradients" in bad.note
     assert "training=True" not in bad.note
+
+
+def test_a_target_the_port_does_not_copy_at_the_start_is_named_at_the_initialisation_rung():
+    # TF1's __init__ runs sess.run(sync) in its own Session: the program starts with
+    # target == online. The harness takes that state, and the TF2 side must start its
+    # target as a copy of its online network too; later rungs load TF1's values into both
+    # sides, so they cannot see a port that forgot the copy.
+    from tests import target_programs as tp
+    faithful = compare_programs(tp.tf1_program(), tp.tf2_program(), tp.make_batch(), steps=1)
+    copies = [r for r in faithful.rows if r.item.endswith(": initial copy")]
+    assert [r.item.split(" ->")[0] for r in copies] == ["target/w1", "target/w2"]
+    assert all(r.ok and r.note.startswith("starts as a copy of online/") for r in copies)
+    forgot = compare_programs(tp.tf1_program(), tp.tf2_program(synced=False), tp.make_batch(),
+                              steps=1)
+    warned = [r for r in forgot.rows if r.item.endswith(": initial copy")]
+    assert len(warned) == 2 and all(r.note.startswith(
+        "WARNING TF1's program starts target/w") for r in warned), forgot.to_table()
+    assert "copy it once built (target.set_weights(online.get_weights()))" in warned[0].note
+    strict = compare_programs(tp.tf1_program(), tp.tf2_program(synced=False), tp.make_batch(),
+                              steps=1, init="fail")
+    assert strict.first_failure.item == warned[0].item

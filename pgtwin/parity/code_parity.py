@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from pgtwin.parity.initialisation import INIT_MODES, initial_value_row
+from pgtwin.parity.initialisation import INIT_MODES, copy_rows, initial_value_row
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.learning_rates import MOMENTUM_RATE_CHANGE, learning_rate_row
 from pgtwin.parity.loss_hints import ratio_hint, regularization_hint, softmax_hint
@@ -127,6 +127,10 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
         return report
     if init != "off":
         report.rows.extend(_initial_rows(legacy, eager, mapping, init == "fail", ctx))
+        report.rows.extend(copy_rows(
+            legacy.values(), legacy.state_values(), eager.initial, eager.initial_state,
+            {p.tf1.name: p.tf2.name for p in mapping.pairs},
+            {p.tf1.name: p.tf2.name for p in state.pairs}, init == "fail", ctx))
     start = legacy.values() if weights is None else _weights(weights, legacy)
     legacy.load(start)
     eager.load({p.tf2.name: start[p.tf1.name] for p in mapping.pairs})

@@ -15,12 +15,18 @@ model's own initial values are one draw, and
   dozen weights. A p-value below ``alpha / 2`` in either (``alpha`` 1e-3: a rung tests
   many variables) marks the row.
 
+A state variable TF1's program starts as an exact copy of a trained one (a target network
+its ``__init__`` syncs from the online one) must start as a copy of that variable's partner
+on the TF2 side too (:func:`copy_rows`): every later rung loads TF1's values into both
+sides, so a port that forgets the first sync would pass them all.
+
 By default a marked row is a warning (initial values are random; the user may have meant
 it); ``init="fail"`` makes it a failure.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -125,3 +131,35 @@ def _marked(rung: str, item: str, diff: float, same: bool, note: str, fail: bool
     if fail:
         return Row(rung, item, diff, float("inf"), False, note, context)
     return Row(rung, item, diff, float("inf"), True, "WARNING " + note, context)
+
+
+def copy_rows(tf1_weights: Mapping[str, np.ndarray], tf1_state: Mapping[str, np.ndarray],
+              tf2_weights: Mapping[str, np.ndarray], tf2_state: Mapping[str, np.ndarray],
+              pairs: Mapping[str, str], state_pairs: Mapping[str, str], fail: bool,
+              context: str) -> list[Row]:
+    """One row per state pair whose TF1 value starts as an exact copy of a trained TF1
+    variable that is not constant: the TF2 state must start as a copy of that variable's
+    TF2 partner. ``*_weights`` / ``*_state``: each side's initial values by name;
+    ``pairs`` / ``state_pairs``: ``{TF1 name: TF2 name}``."""
+    rows = []
+    for a, b in state_pairs.items():
+        value = np.asarray(tf1_state[a])
+        source = next((n for n, w in tf1_weights.items() if n in pairs
+                       and np.shape(w) == value.shape and np.ptp(w) > 0
+                       and np.array_equal(w, value)), None)
+        if source is None:
+            continue
+        partner = pairs[source]
+        same = np.shape(tf2_weights[partner]) == np.shape(tf2_state[b]) and bool(
+            np.array_equal(tf2_weights[partner], tf2_state[b]))
+        apart = 0.0 if same else float(np.max(np.abs(np.asarray(tf2_weights[partner], np.float64)
+                                                     - np.asarray(tf2_state[b], np.float64))))
+        note = (f"starts as a copy of {source} -> {partner} on both sides" if same else
+                f"TF1's program starts {a} as a copy of {source} (its build copies it, as a "
+                f"target network's first sync) and the TF2 one does not start {b} as a copy "
+                f"of {partner} (they differ by up to {apart:.3g}): copy it once built "
+                "(target.set_weights(online.get_weights())); the later rungs load TF1's "
+                "values into both sides, so only this row can see it")
+        rows.append(_marked("initialisation", f"{a} -> {b}: initial copy", apart, same, note,
+                            fail, context))
+    return rows

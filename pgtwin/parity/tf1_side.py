@@ -211,6 +211,34 @@ class TF1Side:
                             tf1.local_variables_initializer(), tf1.tables_initializer())
         self.session = tf1.Session(graph=g)
         self.session.run(init)
+        self._take_users_values()
+
+    def _take_users_values(self) -> None:
+        """Give the harness's Session the values the user's own Session holds after
+        ``build`` (the object's, or a script's, ``tf.Session`` on this graph): what its
+        ``__init__`` ran after the initializer (``sess.run(sync_target)``, an ``old_pi``
+        copied from ``pi``, a ``Saver.restore``) is the program's starting state. A
+        variable that Session never initialised keeps the harness's initial value."""
+        held = self.obj.values() if isinstance(self.obj, Mapping) else (
+            vars(self.obj).values() if hasattr(self.obj, "__dict__") else ())
+        sessions = [x for x in held if isinstance(x, tf1.Session) and x.graph is self.graph]
+        if not sessions:
+            return
+        with self.graph.as_default():
+            variables = {variable_name(v): v for v in tf1.global_variables()}
+        try:
+            values = sessions[0].run(variables)
+        except (tf.errors.OpError, RuntimeError):  # some not initialised there, or closed
+            values = {}
+            for name, v in variables.items():
+                try:
+                    values[name] = sessions[0].run(v)
+                except (tf.errors.OpError, RuntimeError):
+                    continue
+        if values:
+            with self.graph.as_default():
+                assigner = Assigner({n: variables[n] for n in values})
+            assigner.run(self.session, values)
 
     def _tensors(self, refs: Mapping[str, Any], what: str) -> dict[str, tf.Tensor]:
         """``{key: tensor}`` each ref names in the graph (``what``: the field, for errors)."""

@@ -133,7 +133,8 @@ class TF2Side:
       variables: ``{name: tf.Variable}`` the loss reads, in first-read order.
       handles: ``{name: variable}`` as the user's code holds it (a Keras 3 variable, else
         the ``tf.Variable``), for ``apply_gradients``.
-      initial: ``{name: value}`` before any load: the model's own initial values.
+      initial: ``{name: value}`` before any load: the model's own initial values;
+        ``initial_state`` the same of the state variables.
       not_compared: trainable variables of the model that the loss does not read.
       optimizers: every Keras optimizer found, the named one first.
       optimizer: the first of them, or None.
@@ -180,6 +181,7 @@ class TF2Side:
         state = [v for v in tf2_state_variables(self.model, self.obj)
                  if id(underlying(v)) not in slots]
         self.state = _by_name(state, self.model, self.obj)
+        self.initial_state = self.state_values()
 
     def infos(self, order: list[str] | None = None) -> list[VariableInfo]:
         """The variables the loss reads as :class:`VariableInfo`, in first-read order (or in
