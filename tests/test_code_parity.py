@@ -687,3 +687,27 @@ def test_a_placeholder_only_the_train_op_reads_is_named_with_the_fix():
     with pytest.raises(FeedError, match="the TF1 graph needs placeholder 'LR', which "
                                         "TF1Program.feeds does not name: add feeds="):
         compare_programs(program, up.tf2_program(), BATCH, steps=1)
+
+
+@pytest.mark.parametrize("var_list", [
+    ["policy/fc1/weights", "policy/fc1/biases", "policy/out/weights", "policy/out/biases"],
+    lambda agent: tf1.trainable_variables("policy"),  # run in the program's graph
+], ids=["graph-names", "function"])
+def test_var_list_as_graph_names_or_a_function_names_the_variables(var_list):
+    program = dataclasses.replace(up.tf1_program(), var_list=var_list)
+    report = compare_programs(program, up.tf2_program(), BATCH, steps=1)
+    assert report.ok, report.to_table()
+
+
+def test_a_var_list_entry_that_is_no_variable_is_refused_naming_it():
+    program = dataclasses.replace(up.tf1_program(), var_list=["policy/fc1/weights", "loss"])
+    with pytest.raises(TypeError, match=r"TF1Program.var_list\[1\] is \w+ .*not a variable of "
+                                        r"the TF1 graph"):
+        compare_programs(program, up.tf2_program(), BATCH, steps=1)
+
+
+def test_a_loss_function_that_builds_ops_builds_them_in_the_programs_graph():
+    # a loss written as a function of the built object, adding an op to its graph
+    program = dataclasses.replace(up.tf1_program(), loss=lambda agent: agent.loss * 1.0)
+    report = compare_programs(program, up.tf2_program(), BATCH, steps=1)
+    assert report.ok, report.to_table()

@@ -181,8 +181,9 @@ class TF1Side:
 
     def __init__(self, program: TF1Program, inputs: Mapping[str, Any], what: str = "TF1Program"):
         self.obj, graph = build_in_graph(program, what)
-        self.loss = _tensor(resolve(self.obj, program.loss, f"{what}.loss", graph),
-                            f"{what}.loss")
+        with _users_graph(self.obj, graph).as_default():  # a function's ops go there
+            self.loss = _tensor(resolve(self.obj, program.loss, f"{what}.loss", graph),
+                                f"{what}.loss")
         if self.loss.shape.rank not in (0, None):
             raise ValueError(f"{what}.loss {self.loss.name!r} has shape {self.loss.shape}: "
                              "the loss must be a scalar (reduce it as the train_op does)")
@@ -254,14 +255,32 @@ class TF1Side:
             reached = variable_ops([self.loss])
             chosen = [v for v in trainable if v.op in reached]
         else:
-            chosen = [resolve(self.obj, ref, f"{what}.var_list", self.graph)
-                      for ref in program.var_list]
+            chosen = self._variables_named(program.var_list, f"{what}.var_list")
         if not chosen:
             raise ValueError(f"{what}: the loss {self.loss.name!r} depends on no trainable "
                              f"variable (trainable: {[variable_name(v) for v in trainable]})")
         compared = {variable_name(v): v for v in chosen}
         return compared, [variable_name(v) for v in trainable
                           if variable_name(v) not in compared]
+
+    def _variables_named(self, refs: Any, what: str) -> list[Any]:
+        """The variables ``refs`` name: a list of refs (attribute paths, graph names such as
+        ``"eval_net/w1"``, the variables themselves, functions of the built object), or one
+        function returning such a list; a name resolves to the variable, not its tensor."""
+        with self.graph.as_default():
+            by_op = {v.op: v for v in tf1.global_variables()}
+            found = resolve(self.obj, refs, what, self.graph) if callable(refs) else [
+                resolve(self.obj, ref, f"{what}[{i}]", self.graph)
+                for i, ref in enumerate(refs)]
+        out = []
+        for i, item in enumerate(found if isinstance(found, (list, tuple)) else [found]):
+            op = getattr(item, "op", item)
+            if op not in by_op:
+                raise TypeError(f"{what}[{i}] is {type(item).__name__} ({item!r:.80}), not a "
+                                "variable of the TF1 graph: name variables (their attribute, "
+                                "their graph name such as 'scope/w', or the variable)")
+            out.append(by_op[op])
+        return out
 
     def _feed(self, inputs: Mapping[str, Any], what: str) -> dict[tf.Tensor, np.ndarray]:
         """``{placeholder: cast array}``, after checking inputs, feeds and the loss agree."""
@@ -439,6 +458,22 @@ def restated_step(graph: tf.Graph, session: Any, make: Any, grads: Mapping[str, 
         fresh = [v for v in tf1.global_variables() if v.ref() not in before]
         session.run(tf1.variables_initializer(fresh))
     return optimizer, train_op
+
+
+def _users_graph(obj: Any, graph: tf.Graph) -> tf.Graph:
+    """The graph the user's built object works in: that of a tensor, op, variable, Session
+    or graph it holds as an attribute (code that makes a ``tf.Graph()`` of its own), else
+    ``graph``, the harness's."""
+    held = obj.values() if isinstance(obj, Mapping) else (
+        vars(obj).values() if hasattr(obj, "__dict__") else ())
+    for value in held:
+        if isinstance(value, tf.Graph):
+            return value
+        found = getattr(value, "graph", None)
+        if isinstance(found, tf.Graph) and isinstance(
+                value, (tf.Tensor, tf.Operation, tf.Variable, tf1.Session)):
+            return found
+    return graph
 
 
 def build_in_graph(program: TF1Program, what: str) -> tuple[Any, tf.Graph]:
