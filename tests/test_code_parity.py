@@ -711,3 +711,21 @@ def test_a_loss_function_that_builds_ops_builds_them_in_the_programs_graph():
     program = dataclasses.replace(up.tf1_program(), loss=lambda agent: agent.loss * 1.0)
     report = compare_programs(program, up.tf2_program(), BATCH, steps=1)
     assert report.ok, report.to_table()
+
+
+def test_a_variable_the_train_op_steps_but_the_loss_does_not_read_is_a_warning():
+    # DDPG's actor is trained through tf.gradients(mu, params, -dQ/da) while the loss given
+    # is the critic's: a variable outside the loss that the train_op steps is not checked by
+    # any rung, and the report says so. Here the policy's critic, stepped by a second Adam.
+    def with_critic_step(agent):
+        critic = tf1.train.AdamOptimizer(0.01).minimize(agent.value_loss)
+        return [agent.train_op, critic]
+
+    program = dataclasses.replace(up.tf1_program(), train_op=with_critic_step)
+    report = compare_programs(program, up.tf2_program(), BATCH, steps=1)
+    [row] = [r for r in report.rows if r.item == "TF1 critic/v/weights"]
+    assert row.ok and row.note.startswith("WARNING not compared, though TF1's train_op updates "
+                                          "it (adam): TF1Program.loss does not depend on it")
+    plain = compare_programs(up.tf1_program(), up.tf2_program(), BATCH, steps=0)
+    [row] = [r for r in plain.rows if r.item == "TF1 critic/v/weights"]
+    assert row.note == "not compared: the TF1 loss does not depend on it"

@@ -174,6 +174,15 @@ def _weights(weights: Mapping[str, np.ndarray], legacy: TF1Side) -> dict[str, np
     return out
 
 
+NOT_COMPARED_STEPPED = (
+    "WARNING not compared, though TF1's train_op updates it ({kind}): TF1Program.loss does "
+    "not depend on it, so no rung sees how it is trained (an actor trained through "
+    "tf.gradients(mu, actor_params, -dQ/da), as DDPG does, while the loss is the critic's): "
+    "give a loss that reads it (for DDPG critic_loss - mean(Q(s, mu(s))), whose gradient for "
+    "the actor is the one its train_op applies)")
+"""The row of a TF1 variable outside the comparison that the train_op steps anyway."""
+
+
 def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                    ctx: str) -> list[Row]:
     """Pairs (and their dtypes), what could not be paired, then what is not compared."""
@@ -190,7 +199,9 @@ def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         rows.append(Row("variables", f"{problem.side} {problem.variable.name}",
                         float("inf"), float("inf"), False,
                         f"{problem.variable.shape}: {problem.message}", ctx))
+    stepped = legacy.stepped_not_compared()
     rows.extend(Row("variables", f"TF1 {n}", 0.0, 0.0, True,
+                    NOT_COMPARED_STEPPED.format(kind=stepped[n]) if n in stepped else
                     "not compared: the TF1 loss does not depend on it", ctx)
                 for n in legacy.not_compared)
     rows.extend(Row("variables", f"TF2 {n}", 0.0, 0.0, True,

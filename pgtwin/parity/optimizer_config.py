@@ -60,6 +60,14 @@ def _op_kind(op_type: str) -> str | None:
     return base if base in _TF1_OPS else None
 
 
+def tf1_stepped(train_op: Any) -> dict[tf.Operation, str]:
+    """``{variable op: optimizer kind}`` of every variable an ``Apply*`` op of ``train_op``
+    updates (``"adam"``, ``"sgd"`` ...), read from the graph alone."""
+    start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
+    return {op.inputs[0].op: _TF1_OPS[_op_kind(op.type)][0] for op in upstream_ops(start)
+            if _op_kind(op.type)}
+
+
 def tf1_optimizer(train_op: Any, session: Any, feed: Mapping | None = None,
                   variables: Any = None) -> tuple[str, dict[str, float]]:
     """``(kind, settings)`` of the optimizer ops ``train_op`` runs (``("none", {})`` if none).

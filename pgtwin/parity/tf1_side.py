@@ -24,7 +24,7 @@ from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_bui
 from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.model_state import state_kept, tf1_state_variables, variable_ops
 from pgtwin.parity.optimizer_config import (tf1_adam_moments, tf1_optimizer,
-                                            tf1_settings_by_variable)
+                                            tf1_settings_by_variable, tf1_stepped)
 from pgtwin.parity.programs import TF1Program, resolve
 from pgtwin.parity.tf_patches import replaced, slim_names
 from pgtwin.parity.variable_mapping import VariableInfo
@@ -377,6 +377,19 @@ class TF1Side:
         :class:`FeedError`)."""
         with state_kept(self), _named_feeds():
             return tf1_optimizer(self.train_op, self.session, self.feed, self.variables.values())
+
+    def stepped_not_compared(self) -> dict[str, str]:
+        """``{name: optimizer kind}`` of the trainable variables left out of the comparison
+        (:attr:`not_compared`) that the ``train_op`` updates all the same (DDPG's actor,
+        trained through ``tf.gradients(mu, params, -dQ/da)`` while the loss is the
+        critic's)."""
+        if self.train_op is None or not self.not_compared:
+            return {}
+        stepped = tf1_stepped(self.train_op)
+        with self.graph.as_default():
+            by_name = {variable_name(v): v for v in tf1.trainable_variables()}
+        return {n: stepped[by_name[n].op] for n in self.not_compared
+                if n in by_name and by_name[n].op in stepped}
 
     def optimizer_by_variable(self) -> dict[str, tuple[str, dict[str, float]]]:
         """``{name: (kind, settings)}`` of the apply op that updates each compared variable,
