@@ -24,18 +24,20 @@ OBS, HIDDEN, GAMMA, LR = 3, 6, 0.95, 0.02
 class TargetCritic:
     """Old TF1 code: placeholders, two scopes built by one function, Adam, a Session."""
 
-    def __init__(self, tau: float | None = None):
+    def __init__(self, tau: float | None = None, target_trainable: bool = False):
         self.obs_ph = tf1.placeholder(tf.float32, [None, OBS], name="obs")
         self.next_ph = tf1.placeholder(tf.float32, [None, OBS], name="next_obs")
         self.rew_ph = tf1.placeholder(tf.float32, [None], name="rewards")
         self.value = self._critic(self.obs_ph, "online", trainable=True)
-        next_value = self._critic(self.next_ph, "target", trainable=False)
+        # target_trainable: Morvan-style DQN code, whose target is trainable but left out of
+        # minimize's var_list
+        next_value = self._critic(self.next_ph, "target", trainable=target_trainable)
         online = tf1.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES, "online")
         target = tf1.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES, "target")
         sync = tf.group(*[t.assign(o) for o, t in zip(online, target)])
         td = self.rew_ph + GAMMA * next_value - self.value
         self.loss = tf.reduce_mean(tf.square(td))
-        self.train_op = tf1.train.AdamOptimizer(LR).minimize(self.loss)
+        self.train_op = tf1.train.AdamOptimizer(LR).minimize(self.loss, var_list=online)
         if tau is not None:  # DDPG's soft update, run after the step
             with tf.control_dependencies([self.train_op]):
                 self.train_op = tf.group(*[t.assign(tau * o + (1 - tau) * t)
@@ -100,10 +102,10 @@ def make_batch(seed: int = 0, n: int = 24) -> dict[str, np.ndarray]:
             "rewards": rng.normal(size=n)}
 
 
-def tf1_program(tau: float | None = None) -> TF1Program:
+def tf1_program(tau: float | None = None, target_trainable: bool = False) -> TF1Program:
     """``tau``: the target is moved towards the online network after each step (else it
     is copied once, after the initializer)."""
-    return TF1Program(build=lambda: TargetCritic(tau),
+    return TF1Program(build=lambda: TargetCritic(tau, target_trainable),
                       feeds={"obs": "obs_ph", "next_obs": "next_ph", "rewards": "rew_ph"},
                       loss="loss", outputs={"value": "value"}, train_op="train_op")
 

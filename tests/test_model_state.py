@@ -292,3 +292,34 @@ def test_a_target_the_port_does_not_copy_at_the_start_is_named_at_the_initialisa
     strict = compare_programs(tp.tf1_program(), tp.tf2_program(synced=False), tp.make_batch(),
                               steps=1, init="fail")
     assert strict.first_failure.item == warned[0].item
+
+
+@pytest.mark.parametrize("how", ["model", "forgotten"])
+def test_a_trainable_tf1_target_no_step_updates_pairs_with_a_frozen_or_unstepped_port(how):
+    # Morvan-style DQN code: the target's variables are trainable but left out of
+    # minimize(var_list=online), so no apply op updates them. Against the idiomatic port
+    # (target.trainable = False) they are compared as state; against a port that leaves
+    # its target trainable but never steps it, as weights that neither side moves.
+    from tests import target_programs as tp
+    report = compare_programs(tp.tf1_program(target_trainable=True), tp.tf2_program(how),
+                              tp.make_batch(), steps=2)
+    assert report.ok, report.to_table()
+    held = [r.item for r in report.rows if r.note.startswith("compared as state: trainable, "
+                                                             "but TF1's train_op never")]
+    assert held == (["TF1 target/w1", "TF1 target/b1", "TF1 target/w2"] if how == "model"
+                    else [])
+
+
+def test_a_target_left_out_of_var_list_pairs_with_the_frozen_port_as_state():
+    import dataclasses
+
+    from tests import target_programs as tp
+    program = dataclasses.replace(tp.tf1_program(target_trainable=True),
+                                  var_list=["online/w1", "online/b1", "online/w2"])
+    report = compare_programs(program, tp.tf2_program(), tp.make_batch(), steps=2)
+    assert report.ok, report.to_table()
+    unfrozen = compare_programs(program, tp.tf2_program("forgotten"), tp.make_batch(), steps=1)
+    first = unfrozen.first_failure
+    assert first.rung == "variables" and first.note.endswith(
+        "which TF1Program.var_list leaves out: add them to var_list, or, if they are a frozen "
+        "copy (a target network), freeze the TF2 layer (layer.trainable = False)"), first.note

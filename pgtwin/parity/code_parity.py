@@ -19,6 +19,7 @@ Inputs are cast to the TF1 placeholders' declared dtypes, and both sides get tho
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,7 @@ from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.parity.state_notes import bessel_note, copy_rate_note, momentum_note
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
-from pgtwin.parity.variable_mapping import VariableMapping, infer_mapping
+from pgtwin.parity.variable_mapping import MappingProblem, VariableMapping, infer_mapping
 
 INIT_DRAWS = 5
 
@@ -110,11 +111,14 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     rtol, atol = tolerance
     tol = {rung: (rtol if rtol is not None else r, atol if atol is not None else a)
            for rung, (r, a) in tolerances(dtype).items()}
+    frozen = _frozen_in_effect(legacy, eager)
+    legacy.hold_as_state(frozen)
     weights_map, state_map = split_name_map(name_map, set(legacy.state))
     mapping = infer_mapping(legacy.infos(), eager.infos(), weights_map,
                             tf2_orders=[eager.infos(eager.creation_order)])
     state = infer_mapping(legacy.state_infos(), eager.state_infos(), state_map)
     explain_roles(mapping, state)
+    _explain_left_out(mapping, legacy)
     report.mapping_table = mapping.to_table()
     report.pairs = mapping.to_records("trained") + state.to_records("state")
     if state.pairs or state.problems:
@@ -123,6 +127,8 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
             state.to_table()
     report.rows.extend(_variable_rows(legacy, eager, mapping, ctx))
     report.rows.extend(_state_rows(state, ctx))
+    report.rows.extend(Row("variables", f"TF1 {n}", 0.0, 0.0, True, FROZEN_IN_EFFECT, ctx)
+                       for n in frozen)
     if not report.ok:
         return report
     if init != "off":
@@ -154,6 +160,46 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
                                          dtype, *tol["weights"], ctx, step_scaled=atol is None,
                                          stuck=stuck, grad_tol=tol["gradients"]))
     return report
+
+
+FROZEN_IN_EFFECT = ("compared as state: trainable, but TF1's train_op never updates it (no "
+                    "apply op: left out of minimize's var_list) or var_list leaves it out "
+                    "while the loss reads it, and the TF2 side holds a frozen partner")
+"""The row of a TF1 variable :func:`_frozen_in_effect` compares as state."""
+
+
+def _frozen_in_effect(legacy: TF1Side, eager: TF2Side) -> list[str]:
+    """The TF1 variables to compare as state: trainable, but never updated by the
+    ``train_op`` (:meth:`TF1Side.unstepped`: a DQN's target network left out of
+    ``var_list``), or left out of ``var_list`` though the loss reads them, as many of each
+    shape as the TF2 side holds state variables of it beyond TF1's own state (its frozen
+    target network)."""
+    candidates = [*legacy.unstepped(), *legacy.read_not_compared()]
+    if not candidates:
+        return []
+    spare = Counter(i.shape for i in eager.state_infos()) \
+        - Counter(i.shape for i in legacy.state_infos())
+    shapes = {n: tuple(v.shape.as_list()) for n, v in legacy.graph_variables().items()}
+    out = []
+    for name in candidates:
+        if spare[shapes[name]] > 0:
+            spare[shapes[name]] -= 1
+            out.append(name)
+    return out
+
+
+def _explain_left_out(mapping: VariableMapping, legacy: TF1Side) -> None:
+    """A TF2 variable left unpaired where TF1's loss reads one of its shape outside an
+    explicit ``var_list``: say that (in place), not that TF1 has no such variable."""
+    shapes = {n: tuple(v.shape.as_list()) for n, v in legacy.graph_variables().items()}
+    left = legacy.read_not_compared()
+    for i, p in enumerate(mapping.problems):
+        same = [n for n in left if shapes[n] == p.variable.shape]
+        if p.side == "TF2" and same:
+            mapping.problems[i] = MappingProblem(p.side, p.variable, (
+                f"TF1's loss reads {', '.join(same)} of this shape, which TF1Program.var_list "
+                "leaves out: add them to var_list, or, if they are a frozen copy (a target "
+                "network), freeze the TF2 layer (layer.trainable = False)"))
 
 
 def _weights(weights: Mapping[str, np.ndarray], legacy: TF1Side) -> dict[str, np.ndarray]:

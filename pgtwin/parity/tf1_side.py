@@ -378,6 +378,49 @@ class TF1Side:
         with state_kept(self), _named_feeds():
             return tf1_optimizer(self.train_op, self.session, self.feed, self.variables.values())
 
+    def unstepped(self) -> list[str]:
+        """The compared variables the ``train_op`` never updates, in creation order, where
+        it updates others (trainable, but frozen in effect: a DQN target network left out of
+        ``minimize(var_list=...)``); none without a ``train_op``."""
+        if self.train_op is None:
+            return []
+        stepped = tf1_stepped(self.train_op)
+        if not any(v.op in stepped for v in self.variables.values()):
+            return []
+        return [n for n, v in self.variables.items() if v.op not in stepped]
+
+    def read_not_compared(self) -> list[str]:
+        """The :attr:`not_compared` variables the loss reads all the same (left out of an
+        explicit ``var_list``: a target network the TD target reads)."""
+        reached = variable_ops([self.loss])
+        by_name = self.graph_variables()
+        return [n for n in self.not_compared if n in by_name and by_name[n].op in reached]
+
+    def hold_as_state(self, names: list[str]) -> None:
+        """Compare ``names`` (compared variables, or :meth:`read_not_compared` ones) as
+        state from now on: loaded, and read after each step, but not trained (where the TF2
+        side freezes their partners)."""
+        by_name = self.graph_variables()
+        moved = {n: self.variables.pop(n) if n in self.variables else by_name[n]
+                 for n in names}
+        for n in names:
+            self.grads.pop(n, None)
+        self.not_compared = [n for n in self.not_compared if n not in moved]
+        order = {v.op: i for i, v in enumerate(self._graph_variables())}
+        self.state = dict(sorted({**self.state, **moved}.items(),
+                                 key=lambda item: order.get(item[1].op, len(order))))
+        with self.graph.as_default():
+            self._assign = Assigner(self.variables)
+            self._assign_state = Assigner(self.state)
+
+    def _graph_variables(self) -> list[Any]:
+        with self.graph.as_default():
+            return list(tf1.global_variables())
+
+    def graph_variables(self) -> dict[str, Any]:
+        """``{name: variable}`` of every variable of the graph, in creation order."""
+        return {variable_name(v): v for v in self._graph_variables()}
+
     def stepped_not_compared(self) -> dict[str, str]:
         """``{name: optimizer kind}`` of the trainable variables left out of the comparison
         (:attr:`not_compared`) that the ``train_op`` updates all the same (DDPG's actor,
