@@ -90,3 +90,27 @@ def test_a_module_that_switches_eager_off_at_import_is_refused_at_its_line(batch
     assert proc.returncode == 2, proc.stderr
     assert "switches_eager_off.py:5 calls tf.compat.v1.disable_v2_behavior()" in proc.stderr
     assert "delete the line" in proc.stderr
+
+
+def test_a_failure_inside_pgtwin_exits_3_not_1_and_json_says_so(capsys, batch_file,
+                                                                  monkeypatch):
+    # Exit 1 means "they part": a crash of the harness itself must not read as that.
+    def broken(*args, **kwargs):
+        raise RuntimeError("an internal step failed")
+
+    monkeypatch.setattr("pgtwin.parity.code_parity.compare_programs", broken)
+    code, out, err = run(capsys, "--tf1", f"{PROGRAMS}:tf1_program", "--tf2",
+                         f"{PROGRAMS}:tf2_program", "--inputs", batch_file, "--json")
+    assert code == 3
+    assert "Traceback" in err and "internal error, a bug in pgtwin" in err
+    assert json.loads(out) == {"ok": False, "exit": 3, "error": (
+        "internal error, a bug in pgtwin (the traceback is above; please report it): "
+        "RuntimeError: an internal step failed")}
+
+
+def test_a_setup_error_under_json_is_json_too(capsys, batch_file):
+    code, out, err = run(capsys, "--tf1", "tests.user_programs:nothing", "--tf2",
+                         f"{PROGRAMS}:tf2_program", "--inputs", batch_file, "--json")
+    report = json.loads(out)
+    assert code == 2 and report["exit"] == 2 and not report["ok"]
+    assert "has no attribute 'nothing'" in report["error"] and report["error"] in err

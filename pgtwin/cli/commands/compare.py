@@ -5,13 +5,17 @@
 with ``dtype=`` when they take it); ``--inputs`` is an ``.npz`` batch keyed like the TF1
 feeds. Prints the variable mapping and the report table (or JSON) on stdout. Exit code 0
 when every rung passes, 1 when the two part, 2 when the comparison cannot be set up (a
-bad factory, input or variable pairing: the message on stderr names it).
+bad factory, input or variable pairing: the message on stderr names it), 3 when pgtwin
+itself fails (a bug: its traceback on stderr), so that a script never reads a crash as
+"they part".
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import traceback
 
 from pgtwin_core.config import DTYPES
 from pgtwin.cli.argument_types import non_negative_int
@@ -86,11 +90,22 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         report = compare_programs(tf1, tf2, inputs, steps=args.steps, name_map=name_map,
                                   init=args.init, dtype=args.dtype)
     except FactoryError as err:
-        print(f"pgtwin compare: {explained(err)}", file=sys.stderr)
-        return 2
+        return _refused(str(explained(err)), 2, args.json)
     except (LegacyCodeError, FeedError, MappingError, LookupError, ValueError,
             TypeError) as err:
-        print(f"pgtwin compare: {type(err).__name__}: {err}", file=sys.stderr)
-        return 2
+        return _refused(f"{type(err).__name__}: {err}", 2, args.json)
+    except Exception as err:  # noqa: BLE001  (pgtwin's own failure: not "they part")
+        traceback.print_exc()
+        return _refused(f"internal error, a bug in pgtwin (the traceback is above; please "
+                        f"report it): {type(err).__name__}: {err}", 3, args.json)
     print(report.to_json() if args.json else report.to_table())
     return 0 if report.ok else 1
+
+
+def _refused(message: str, code: int, as_json: bool) -> int:
+    """Say why no report came (stderr; with ``--json`` also ``{"ok": false, "error",
+    "exit"}`` on stdout, for the script that reads it) and return ``code``."""
+    print(f"pgtwin compare: {message}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"ok": False, "error": message, "exit": code}))
+    return code
