@@ -247,6 +247,10 @@ def test_from_logits_left_at_its_default_is_named():
     bad = report.first_failure
     assert (bad.rung, bad.item) == ("loss", "loss")
     assert "from_logits=True" in bad.note
+    # the train steps' gradients part too, as they must: said to follow from the loss
+    taken = [r for r in report.rows if r.item.endswith("train step's gradient") and not r.ok]
+    assert taken and all(r.note.startswith("follows from the outputs, loss or gradients that "
+                                           "parted on an earlier rung") for r in taken)
 
 
 def test_a_softmax_on_the_last_layer_is_named_at_the_outputs_rung():

@@ -156,9 +156,12 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     report.rows.extend(gradient_rows(tf1_grads, tf2_grads, *tol["gradients"], ctx))
     stuck = {n for n in to_tf2 if tf2_grads[n] is None and tf1_grads[n] is not None}
     if steps:
+        earlier_ok = all(r.ok for r in report.rows if r.rung in ("outputs", "loss",
+                                                                    "gradients"))
         report.rows.extend(_weights_rung(legacy, eager, mapping, state, steps, optimizer,
                                          dtype, *tol["weights"], ctx, step_scaled=atol is None,
-                                         stuck=stuck, grad_tol=tol["gradients"]))
+                                         stuck=stuck, grad_tol=tol["gradients"],
+                                         earlier_ok=earlier_ok))
     return report
 
 
@@ -304,7 +307,8 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                   state: VariableMapping, steps: int, optimizer: Any, dtype: str, rtol: float,
                   atol: float, ctx: str, step_scaled: bool = True,
                   stuck: set[str] = frozenset(),
-                  grad_tol: tuple[float, float] = (0.0, 0.0)) -> list[Row]:
+                  grad_tol: tuple[float, float] = (0.0, 0.0),
+                  earlier_ok: bool = True) -> list[Row]:
     """The optimizers' rows, then the pairs and the state pairs after each step (the first
     step that parts). ``stuck``: TF1 names whose TF2 gradient is None, which no TF2 step
     can move (their rows say so, not that the step updates the wrong variables).
@@ -319,7 +323,9 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     ``lr sign(g)``, so the weights after it hide a train step whose gradient is wrong.
 
     ``step_scaled`` (the default tolerances): a pair's ``atol`` is at most
-    :data:`STEP_FRACTION` of its larger step (see :func:`_weight_row`)."""
+    :data:`STEP_FRACTION` of its larger step (see :func:`_weight_row`). ``earlier_ok``: the
+    outputs, loss and gradients rungs passed (else a train-step gradient row that parts
+    says it follows from them, :data:`FOLLOWS_EARLIER`)."""
     rows = _step_setup(legacy, eager, optimizer, dtype, ctx)
     if any(not r.ok and r.item == "train step" for r in rows):
         return rows
@@ -364,6 +370,10 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                 (legacy.adam_moments(), eager.adam_moments()),
                 (j.group.tf1_settings["beta_1"], j.group.keras_settings["beta_1"]),
                 *grad_tol, where, j.clipping)]
+        if not earlier_ok:  # the loss's gradient parts already: the steps' follows
+            gradient_rows = [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
+                                                FOLLOWS_EARLIER, r.context)
+                             for r in gradient_rows]
         gradient_rows = [r if r.ok or not random else Row(
             r.rung, r.item, r.max_abs, r.max_rel, False, f"{random}; {r.note}", r.context)
             for r in gradient_rows]
@@ -528,6 +538,10 @@ def _rates_now(legacy: TF1Side, judged: list[_Judged], where: str) -> list[Row]:
             j.step_cause = "; ".join(x for x in (j.cause, MOMENTUM_RATE_CHANGE) if x)
     return []
 
+
+FOLLOWS_EARLIER = ("follows from the outputs, loss or gradients that parted on an earlier "
+                   "rung: a train step applies the loss's gradient, so fix those first")
+"""The note of a train-step gradient row that parts where an earlier rung parted."""
 
 TRAIN_GRADIENT = ("the gradient the train step took (from Adam's first moment) parts: "
                   "where the gradients rung passed, the TF2 train step minimises another "
