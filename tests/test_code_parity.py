@@ -733,3 +733,37 @@ def test_a_variable_the_train_op_steps_but_the_loss_does_not_read_is_a_warning()
     plain = compare_programs(up.tf1_program(), up.tf2_program(), BATCH, steps=0)
     [row] = [r for r in plain.rows if r.item == "TF1 critic/v/weights"]
     assert row.note == "not compared: the TF1 loss does not depend on it"
+
+
+def test_a_hidden_layer_without_its_activation_is_named_at_the_outputs():
+    # TF1: tanh(obs @ w1 + b1); the port's Dense(16) has no activation: one tanh against none
+    report = compare_programs(up.tf1_program(), up.tf2_program(hidden_activation=None), BATCH,
+                              steps=0)
+    bad = report.first_failure
+    assert (bad.rung, bad.item) == ("outputs", "logits"), report.to_table()
+    assert bad.note.startswith("the activations differ: TF1's loss is computed through "
+                               "tanh x1, the Keras layers apply none")
+
+
+def test_one_optimizer_applied_once_per_layer_is_named_by_its_iterations():
+    # optimizer.build(all), then apply_gradients per layer: Adam's t goes up by 2 a step, so
+    # the second layer's bias correction runs ahead of TF1's (t = 2 where TF1's is 1).
+    class PerLayer(up.KerasAgent):
+        def train_step(self, obs, actions, returns):
+            variables = self.model.trainable_variables
+            if not self.optimizer.built:
+                self.optimizer.build(variables)
+            with tf.GradientTape() as tape:
+                loss = self.compute_loss(obs, actions, returns)["loss"]
+            grads = tape.gradient(loss, variables)
+            for layer in self.model.layers:
+                mine = [(g, v) for g, v in zip(grads, variables)
+                        if any(v is w for w in layer.trainable_variables)]
+                self.optimizer.apply_gradients(mine)
+
+    program = dataclasses.replace(up.tf2_program(), build=PerLayer)
+    report = compare_programs(up.tf1_program(), program, BATCH, steps=1)
+    bad = report.first_failure
+    assert bad.rung == "weights", report.to_table()
+    assert bad.note.startswith("Adam counted 2 iterations in one train step: apply_gradients "
+                               "ran once per part of the model"), bad.note

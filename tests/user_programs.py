@@ -68,9 +68,11 @@ class KerasAgent:
     def __init__(self, dtype="float32", epsilon=1e-8, reduce=tf.reduce_mean, from_logits=True,
                  kernel_initializer="glorot_uniform", last_activation=None, out_bias=True,
                  optimizer=None, train_last_layer_only=False, rmsprop_start=None, l2=None,
-                 train_loss_scale=1.0, train_extra_term=0.0, train_sets_rate=None):
+                 train_loss_scale=1.0, train_extra_term=0.0, train_sets_rate=None,
+                 hidden_activation="tanh"):
         self.model = keras.Sequential([
-            keras.layers.Dense(HIDDEN, activation="tanh", kernel_initializer=kernel_initializer,
+            keras.layers.Dense(HIDDEN, activation=hidden_activation,
+                               kernel_initializer=kernel_initializer,
                                kernel_regularizer=keras.regularizers.l2(l2) if l2 else None,
                                dtype=dtype),
             keras.layers.Dense(ACTIONS, activation=last_activation, use_bias=out_bias,

@@ -343,6 +343,7 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
             if rate_rows:
                 return rows + rate_rows
         before1, before2 = _all_values(legacy), _all_values(eager)
+        counted = {id(o): _iterations(o) for o in eager.optimizers}
         moments = (legacy.adam_moments(), eager.adam_moments()) if step == 1 and adam else None
         failure = _run_steps(legacy, eager, where)
         made = eager.refresh_optimizers()  # a train step that makes its optimizer
@@ -362,6 +363,11 @@ def _weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         if failure is not None:
             return rows + [failure]
         after1, after2 = _all_values(legacy), _all_values(eager)
+        for j in judged:  # apply_gradients called more than once a step
+            note = _iterations_note(j.group.keras, counted)
+            if note and note not in j.step_cause:
+                j.cause = "; ".join(x for x in (note, j.cause) if x)
+                j.step_cause = "; ".join(x for x in (note, j.step_cause) if x)
         by_name = {n: j for j in judged for n in j.group.tf1_names}
         gradient_rows = [] if moments is None else [
             r for j in judged if j.group.tf1_kind == j.group.keras_kind == "adam"
@@ -413,6 +419,27 @@ def _first_step_groups(legacy: TF1Side, eager: TF2Side, pairs: list[tuple[str, s
                              if id(owners[b]) in lazy and a in tf1_now})
     groups = form_groups(pairs, tf1_settings, keras_before, owners)
     return _swapped([_judge(legacy, eager, g, drifts, dtype, rtol, atol, ctx) for g in groups])
+
+
+def _iterations(optimizer: Any) -> int:
+    """A Keras optimizer's ``iterations`` now (0 where it has none)."""
+    count = getattr(optimizer, "iterations", None)
+    return int(np.asarray(count)) if count is not None else 0
+
+
+def _iterations_note(optimizer: Any, counted: Mapping[int, int]) -> str:
+    """The weights rows' cause when the Keras ``optimizer`` counted more than one iteration
+    in the step just run (``counted``: each optimizer's before it; one made in the step
+    counted from 0), else ''."""
+    if optimizer is None:
+        return ""
+    taken = _iterations(optimizer) - counted.get(id(optimizer), 0)
+    if taken <= 1:
+        return ""
+    return (f"{type(optimizer).__name__} counted {taken} iterations in one train step: "
+            "apply_gradients ran once per part of the model, so the step count (Adam's bias "
+            "correction, a schedule) runs ahead of TF1's, which counts one per train_op: "
+            "apply all the gradients in one call, or give each part its own optimizer")
 
 
 def _remade_note(made: list[Any], step: int) -> str:

@@ -6,9 +6,15 @@ and Keras both default to 1e-3, while code ported from PyTorch (or written by ha
 read from the graph the loss depends on: the ``epsilon`` attribute of a ``FusedBatchNorm``
 op, or the constant added to the variance under ``Rsqrt`` (``tf.nn.batch_normalization``,
 which the unfused layers call). The Keras side's is each ``BatchNormalization`` layer's.
+
+A layer's activation left out (``Dense(64)`` for TF1's ``tf.nn.relu(x @ w + b)``) is the
+other: the activation ops the TF1 loss is computed through, counted by kind, against the
+activations of the Keras layers that hold the compared variables (and of the weightless
+activation layers), where the two counts differ.
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -83,3 +89,46 @@ def _same(a: set[float], b: set[float]) -> bool:
 
 def _show(values: set[float]) -> str:
     return ", ".join(f"{v:g}" for v in sorted(values))
+
+
+_TF1_ACTIVATIONS = {"Relu": "relu", "Relu6": "relu6", "Elu": "elu", "Selu": "selu",
+                    "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "softplus",
+                    "LeakyRelu": "leaky_relu", "Softsign": "softsign", "Gelu": "gelu"}
+"""TF1 op type -> the Keras activation's name (softmax is left out: a loss applies it)."""
+_KERAS_LAYERS = {"ReLU": "relu", "LeakyReLU": "leaky_relu", "ELU": "elu"}
+"""Keras activation layers that have no ``activation`` attribute -> the activation."""
+
+
+def tf1_activations(root: Any) -> Counter:
+    """How many activation ops of each kind the TF1 tensor ``root`` is computed through."""
+    return Counter(_TF1_ACTIVATIONS[op.type] for op in upstream_ops(root, control=False)
+                   if op.type in _TF1_ACTIVATIONS)
+
+
+def keras_activations(layers: list[Any], compared: set[int]) -> Counter:
+    """How many of each activation the Keras ``layers`` apply: those holding a variable
+    whose ``id`` is in ``compared``, and the weightless activation layers."""
+    found = Counter()
+    for layer in layers:
+        weights = [getattr(w, "value", w) for w in getattr(layer, "weights", [])]
+        holds = any(id(w) in compared for w in weights)
+        if type(layer).__name__ in _KERAS_LAYERS and not weights:
+            found[_KERAS_LAYERS[type(layer).__name__]] += 1
+            continue
+        name = getattr(getattr(layer, "activation", None), "__name__", "linear")
+        if (holds or (not weights and type(layer).__name__ == "Activation")) \
+                and name in _TF1_ACTIVATIONS.values():
+            found[name] += 1
+    return found
+
+
+def activation_hint(tf1: Counter, keras: Counter) -> str:
+    """The note when the two counts of activations differ, else ''."""
+    if tf1 == keras:
+        return ""
+
+    def show(c: Counter) -> str:
+        return ", ".join(f"{k} x{n}" for k, n in sorted(c.items())) or "none"
+    return (f"the activations differ: TF1's loss is computed through {show(tf1)}, the Keras "
+            f"layers apply {show(keras)} (activations your code calls itself are not "
+            "counted): give each layer its TF1 activation (Dense(..., activation='relu'))")

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from pgtwin.parity.ladder import Row
-from pgtwin.parity.layer_hints import (batch_norm_hint, keras_batch_norm_epsilons,
-                                       tf1_batch_norm_epsilons)
+from pgtwin.parity.layer_hints import (activation_hint, batch_norm_hint,
+                                       keras_activations, keras_batch_norm_epsilons,
+                                       tf1_activations, tf1_batch_norm_epsilons)
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 
@@ -27,7 +28,9 @@ def with_layer_hints(rows: list[Row], legacy: TF1Side, eager: TF2Side) -> list[R
     if all(r.ok or r.note for r in rows):
         return rows
     hint = batch_norm_hint(tf1_batch_norm_epsilons(legacy.loss),
-                           keras_batch_norm_epsilons(eager.layers()))
+                           keras_batch_norm_epsilons(eager.layers())) or activation_hint(
+        tf1_activations(legacy.loss),
+        keras_activations(eager.layers(), {id(v) for v in eager.variables.values()}))
     return [r if r.ok or r.note or not hint else
             Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
 
