@@ -73,9 +73,10 @@ _MISTAKES = {
     "from_logits (categorical)": _categorical_from_logits_false,
 }
 _FIXES = {
-    "double softmax": "the TF2 loss equals TF1's with a softmax applied twice: the model "
-                      "already outputs probabilities (a softmax activation on its last layer) "
-                      "and the loss takes them as logits. Drop one of the two softmaxes",
+    "double softmax": "the TF2 loss equals TF1's with a softmax applied twice: "
+                      "probabilities (a softmax activation on the model's last layer, or a "
+                      "softmax in the loss code) are taken as logits by the loss. Drop one of "
+                      "the two softmaxes",
     "from_logits": "the TF2 loss equals TF1's computed from the logits taken as "
                    "probabilities: a Keras crossentropy left at its default "
                    "from_logits=False. Pass from_logits=True",
