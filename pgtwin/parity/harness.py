@@ -43,8 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin.parity.code_checks import eager_guard, require_eager
-from pgtwin.parity.code_parity import (compare_programs, is_program_pair, largest_change,
-                                       step_atol)
+from pgtwin.parity.code_parity import compare_programs, is_program_pair
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.optimizer_config import (float32_rounding, keras_optimizer, optimizer_rows,
                                             rounded_to_float32, tf1_optimizer)
@@ -54,6 +53,7 @@ from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.parity.tf1_side import (GRAPH_SEED, Assigner, cast_feed, restated_step,
                                      tf1_variables)
 from pgtwin.parity.variable_mapping import kind
+from pgtwin.parity.weights_rung import largest_change, step_atol
 
 tf1 = tf.compat.v1
 
@@ -539,7 +539,7 @@ def _weight_rows(legacy: _LegacySide, eager: _EagerSide, eager_names: dict[str, 
 
     ``hint`` is added to failing rows as their note (a known cause of drift).
     ``step_scaled`` (the default tolerances): each variable's ``atol`` is at most
-    :func:`~pgtwin.parity.code_parity.step_atol` of its step, as ``pgtwin compare``'s
+    :func:`~pgtwin.parity.weights_rung.step_atol` of its step, as ``pgtwin compare``'s
     (a fixed 1e-4 would pass a whole step at a learning rate of 1e-4).
     """
     for step in range(1, steps + 1):

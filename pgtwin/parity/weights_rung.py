@@ -1,0 +1,338 @@
+"""The weights rung: both programs' own train steps, then every pair after each step.
+
+Where the optimizers are grouped (:mod:`pgtwin.parity.optimizer_judging`), step 1's rows
+start with the gradient each train step took, read from Adam's first moment, and each
+weights row that parts is told its cause: one side only moved it, a known difference of
+the optimizers, a state update (moving statistics, a target network's copy), dropout in
+the step, or the rungs before.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from pgtwin.parity.ladder import Row, compare_arrays
+from pgtwin.parity.model_state import COPY_MOVED, STATE_CAUSE, STATE_MOVED
+from pgtwin.parity.optimizer_config import drift_hint, keras_optimizer
+from pgtwin.parity.optimizer_judging import (Judged, first_step_groups, iterations,
+                                             iterations_note, rates_after_first_step,
+                                             rates_now, remade_note)
+from pgtwin.parity.optimizer_pairs import optimizer_factories
+from pgtwin.parity.output_notes import random_step_note
+from pgtwin.parity.state_notes import bessel_note, copy_rate_note, momentum_note
+from pgtwin.parity.tf1_side import TF1Side
+from pgtwin.parity.tf2_side import TF2Side
+from pgtwin.parity.variable_mapping import VariableMapping
+
+
+STEP_FRACTION = 1e-2
+"""The weights rung's absolute tolerance, at most this fraction of a variable's larger step:
+Adam's float32 noise measured up to 1.2e-5 after 5 steps of ~1e-2 (docs/migration.md,
+"Tolerances"), a thousandth of a step."""
+
+
+def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
+                  state: VariableMapping, steps: int, optimizer: Any, dtype: str, rtol: float,
+                  atol: float, ctx: str, step_scaled: bool = True,
+                  stuck: set[str] = frozenset(),
+                  grad_tol: tuple[float, float] = (0.0, 0.0),
+                  earlier_ok: bool = True) -> list[Row]:
+    """The optimizers' rows, then the pairs and the state pairs after each step (the first
+    step that parts). ``stuck``: TF1 names whose TF2 gradient is None, which no TF2 step
+    can move (their rows say so, not that the step updates the wrong variables).
+
+    The pairs are judged per optimizer group (:mod:`pgtwin.parity.optimizer_groups`: an
+    actor's and a critic's optimizer), formed once the first step has built the Keras
+    optimizers, with the settings each side had before it.
+
+    Where both sides step with Adam, the first step's rows start with the gradient each
+    train step took, read from Adam's first moment (:func:`_train_gradient_rows`, at the
+    gradients rung's ``grad_tol``): a first Adam step moves each weight by about
+    ``lr sign(g)``, so the weights after it hide a train step whose gradient is wrong.
+
+    ``step_scaled`` (the default tolerances): a pair's ``atol`` is at most
+    :data:`STEP_FRACTION` of its larger step (see :func:`_weight_row`). ``earlier_ok``: the
+    outputs, loss and gradients rungs passed (else a train-step gradient row that parts
+    says it follows from them, :data:`FOLLOWS_EARLIER`)."""
+    rows = _step_setup(legacy, eager, optimizer, dtype, ctx)
+    if any(not r.ok and r.item == "train step" for r in rows):
+        return rows
+    tf1_before = legacy.optimizer_by_variable()
+    keras_before = {id(o): keras_optimizer(o) for o in eager.optimizers}
+    drifts = {id(o): drift_hint("rmsprop", o) for o in eager.optimizers}  # velocities now
+    adam = any(k == "adam" for k, _ in tf1_before.values())  # a Keras one may come lazily
+    pairs = [(p.tf1.name, p.tf2.name) for p in mapping.pairs]
+    judged: list[Judged] = []
+    random = ""  # why the steps would part by design (dropout in the train step)
+    for step in range(1, steps + 1):
+        where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
+        if step > 1:  # a schedule moves the rates between steps
+            rate_rows = rates_now(legacy, judged, where)
+            if rate_rows:
+                return rows + rate_rows
+        before1, before2 = _all_values(legacy), _all_values(eager)
+        counted = {id(o): iterations(o) for o in eager.optimizers}
+        moments = (legacy.adam_moments(), eager.adam_moments()) if step == 1 and adam else None
+        failure = _run_steps(legacy, eager, where)
+        made = eager.refresh_optimizers()  # a train step that makes its optimizer
+        if step == 1:  # the Keras optimizers know their variables now
+            judged = first_step_groups(legacy, eager, pairs, tf1_before, keras_before,
+                                        drifts, made, dtype, rtol, atol, ctx)
+            random = random_step_note(eager)
+            for j in judged:  # dropout in the step: the likeliest cause, said first
+                j.cause = j.step_cause = "; ".join(x for x in (random, j.cause) if x)
+            for j in judged:
+                rows += j.group.named(rates_after_first_step(j.rows, j.group, where))
+        elif made:
+            for j in judged:  # its state (Adam's moments, iterations) starts again
+                note = remade_note(made, step)
+                j.cause = "; ".join(x for x in (note, j.cause) if x)
+                j.step_cause = "; ".join(x for x in (note, j.step_cause) if x)
+        if failure is not None:
+            return rows + [failure]
+        after1, after2 = _all_values(legacy), _all_values(eager)
+        for j in judged:  # apply_gradients called more than once a step
+            note = iterations_note(j.group.keras, counted)
+            if note and note not in j.step_cause:
+                j.cause = "; ".join(x for x in (note, j.cause) if x)
+                j.step_cause = "; ".join(x for x in (note, j.step_cause) if x)
+        by_name = {n: j for j in judged for n in j.group.tf1_names}
+        gradient_rows = [] if moments is None else [
+            r for j in judged if j.group.tf1_kind == j.group.keras_kind == "adam"
+            for r in _train_gradient_rows(
+                [(a, b) for a, b in pairs if by_name[a] is j], moments,
+                (legacy.adam_moments(), eager.adam_moments()),
+                (j.group.tf1_settings["beta_1"], j.group.keras_settings["beta_1"]),
+                *grad_tol, where, j.clipping)]
+        if not earlier_ok:  # the loss's gradient parts already: the steps' follows
+            gradient_rows = [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
+                                                FOLLOWS_EARLIER, r.context)
+                             for r in gradient_rows]
+        gradient_rows = [r if r.ok or not random else Row(
+            r.rung, r.item, r.max_abs, r.max_rel, False, f"{random}; {r.note}", r.context)
+            for r in gradient_rows]
+        rows = rows + gradient_rows  # step 1's own check, kept whatever follows
+        step_rows = [_weight_row(a, b, before1, after1, before2, after2, by_name[a].rtol,
+                                 by_name[a].atol, where, by_name[a].hint, by_name[a].step_cause,
+                                 step_scaled, STUCK_MOVED if a in stuck else WEIGHT_MOVED)
+                     for a, b in pairs]
+        state_tol = (max(j.rtol for j in judged), max(j.atol for j in judged)) if judged \
+            else (rtol, atol)
+        step_rows += [_state_row(legacy, eager, p.tf1.name, p.tf2.name, before1, after1,
+                                 before2, after2, *state_tol, where, step_scaled)
+                      for p in state.pairs]
+        if not all(r.ok for r in gradient_rows + step_rows) or step == steps:
+            return rows + step_rows
+    return rows
+
+
+FOLLOWS_EARLIER = ("follows from the outputs, loss or gradients that parted on an earlier "
+                   "rung: a train step applies the loss's gradient, so fix those first")
+"""The note of a train-step gradient row that parts where an earlier rung parted."""
+
+TRAIN_GRADIENT = ("the gradient the train step took (from Adam's first moment) parts: "
+                  "where the gradients rung passed, the TF2 train step minimises another "
+                  "loss than TF2Program.loss (a term such as the entropy bonus or the value "
+                  "loss left out, added twice, or scaled: Adam's steps hide a scale) or "
+                  "applies other gradients (clipped, or of other variables)")
+"""The note of a train-step gradient row that parts (:func:`_train_gradient_rows`)."""
+
+
+def _train_gradient_rows(pairs: list[tuple[str, str]], before: tuple[dict, dict],
+                         after: tuple[dict, dict], beta_1: tuple[float, float], rtol: float,
+                         atol: float, where: str, clipping: str) -> list[Row]:
+    """Per pair ``(TF1 name, TF2 name)`` with Adam slots on both sides: the gradient each
+    side's first train step applied, ``g = (m_after - beta_1 m_before) / (1 - beta_1)``
+    (Adam's first-moment update solved for g; a Keras slot not built before the step was
+    0), from the two sides' m ``before`` and ``after`` it, with a note where they part
+    (:func:`_train_gradient_note`: ``clipping``, the note of a clipping only TF1's
+    graph does, where the two differ by one common factor). None for a pair
+    where either side has no slot, or a step left a side's m as it was (it applied no
+    gradient to the variable: its weights row names the side that did not move it)."""
+    (before1, before2), (after1, after2) = before, after
+    rows, taken = [], []
+    for a, b in pairs:
+        if a not in after1 or b not in after2 or any(
+                np.array_equal(after[n], before.get(n, np.zeros_like(after[n])))
+                for after, before, n in ((after1, before1, a), (after2, before2, b))):
+            continue  # a step that left m as it was applied no gradient: the weights say so
+        g1, g2 = ((np.asarray(after[n], np.float64)
+                   - beta * np.asarray(before.get(n, 0.0), np.float64)) / (1.0 - beta)
+                  for after, before, n, beta in ((after1, before1, a, beta_1[0]),
+                                                 (after2, before2, b, beta_1[1])))
+        rows.append(compare_arrays("weights", f"{a} -> {b}: train step's gradient", g1, g2,
+                                   rtol, atol, where))
+        taken.append((g1, g2))
+    if all(r.ok for r in rows):
+        return rows
+    note = _train_gradient_note(taken, clipping)
+    return [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False, note, where)
+            for r in rows]
+
+
+def _train_gradient_note(taken: list[tuple[np.ndarray, np.ndarray]], clipping: str) -> str:
+    """Why the train steps' gradients part, from all of them ``(TF1's, TF2's)``: where TF2's
+    is TF1's times one common factor c (to 1e-6 of its norm), a clipping only TF1 does
+    (c > 1, with ``clipping`` said) or a scaled loss; else :data:`TRAIN_GRADIENT`."""
+    g1 = np.concatenate([a.ravel() for a, _ in taken])
+    g2 = np.concatenate([b.ravel() for _, b in taken])
+    norm1, norm2 = float(g1 @ g1), float(np.linalg.norm(g2))
+    if norm1 == 0.0 or norm2 == 0.0:
+        return TRAIN_GRADIENT
+    c = float(g1 @ g2) / norm1
+    common = np.linalg.norm(g2 - c * g1) <= 1e-6 * norm2
+    factor = f"the TF2 train step's gradient is {c:.4g}x TF1's, all of it: " if common else ""
+    if clipping:  # the two sides clip differently: the likeliest cause, said first
+        return factor + clipping if common else (
+            f"{clipping} (the gradients the two train steps took part, read from Adam's m)")
+    if not common:
+        return TRAIN_GRADIENT
+    return (factor + "a loss scaled in the train step (a mean against a sum, a coefficient), "
+            "or a clipping one side does (Adam's steps hide a scale: only its m shows it)")
+
+
+def _step_setup(legacy: TF1Side, eager: TF2Side, optimizer: Any, dtype: str,
+                ctx: str) -> list[Row]:
+    """Give each side its train step: the user's own, else the restated ``optimizer``."""
+    if legacy.train_op is None and not eager.has_step():
+        if optimizer is None:
+            return [Row("weights", "train step", float("inf"), float("inf"), False,
+                        "neither side has a train step: give TF1Program.train_op and "
+                        "TF2Program.train_step (or optimizer), or steps=0", ctx)]
+        make_tf1, make_keras = optimizer_factories(optimizer, dtype)
+        legacy.restate_optimizer(make_tf1)
+        eager.set_optimizer(make_keras())
+        return []
+    if legacy.train_op is None or not eager.has_step():
+        missing = "TF1Program.train_op" if legacy.train_op is None else \
+            "TF2Program.train_step (or optimizer)"
+        return [Row("weights", "train step", float("inf"), float("inf"), False,
+                    f"only one side has a train step: give {missing} too, so both sides' "
+                    "own optimizer code is compared (or steps=0)", ctx)]
+    return []
+
+
+def _run_steps(legacy: TF1Side, eager: TF2Side, where: str) -> Row | None:
+    """One step on each side; a failing row naming the side whose step raised, else None."""
+    for side, step in (("TF1 train_op", legacy.step), ("TF2 train step", eager.step)):
+        try:
+            step()
+        except Exception as err:  # noqa: BLE001  (the user's code: reported, not hidden)
+            return Row("weights", "train step", float("inf"), float("inf"), False,
+                       f"the {side} raised {type(err).__name__}: {_error_text(err)}", where)
+    return None
+
+
+UNKNOWN_VARIABLE = ("a Keras optimizer is built on the variables of its first "
+                    "apply_gradients, and this one was given others later (one optimizer "
+                    "applied to two models' variables in two calls): build it on all of them "
+                    "first (optimizer.build(variables)), or give each model its own")
+"""The cause said before Keras 3's ``Unknown variable`` error from ``apply_gradients``."""
+
+
+def _error_text(err: Exception) -> str:
+    """What a raising step said, without the values a Keras variable's repr prints (a
+    whole weight matrix), and with the cause first where it is known."""
+    text = re.sub(r", value=[^>]*>", ">", str(err))
+    text = text if len(text) <= 400 else text[:400] + " ..."
+    if text.startswith("Unknown variable"):
+        return f"{UNKNOWN_VARIABLE} ({text})"
+    return text
+
+
+WEIGHT_MOVED = ("the TF2 train step did not change this variable, TF1's train_op did: does "
+                "it apply gradients to the right variables (model.trainable_variables)?",
+                "the TF2 train step changed this variable, TF1's train_op did not: does it "
+                "update variables that TF1 keeps fixed (its var_list)?")
+"""A weights row's note when only TF1's step moved the variable, and when only TF2's did."""
+
+STUCK_MOVED = ("its TF2 gradient is None (the gradients rung): the TF2 loss does not reach "
+               "it, so no train step can move it", WEIGHT_MOVED[1])
+"""The same, for a variable whose TF2 gradient is None."""
+
+
+def step_atol(atol: float, step: float) -> float:
+    """The weights rung's ``atol`` for a variable whose larger step is ``step``: at most
+    :data:`STEP_FRACTION` of it (both harness paths)."""
+    return min(atol, STEP_FRACTION * step)
+
+
+def largest_change(*before_after: tuple[np.ndarray, np.ndarray]) -> float:
+    """The largest absolute change of any element over the ``(before, after)`` pairs: a
+    variable's step, the larger of the two sides'."""
+    return max(float(np.max(np.abs(after - before), initial=0.0))
+               for before, after in before_after)
+
+
+def _state_row(legacy: TF1Side, eager: TF2Side, tf1_name: str, tf2_name: str, before1,
+               after1, before2, after2, rtol: float, atol: float, where: str,
+               step_scaled: bool) -> Row:
+    """A state pair's weights row: a moving statistic's notes where a Keras normalisation
+    layer holds it, else a copy's (a target network: :data:`COPY_MOVED`)."""
+    momentum = eager.momentum_of(tf2_name)
+    assigner = legacy.assigner_of(tf1_name) if momentum is None else ""
+    moved = STATE_MOVED if momentum is not None else (
+        COPY_MOVED[0].format(assigner=assigner or "an assign op"), COPY_MOVED[1])
+    return _weight_row(tf1_name, tf2_name, before1, after1, before2, after2, rtol, atol,
+                       where, "", _state_cause(tf1_name, tf2_name, before1, after1, before2,
+                                               after2, momentum, assigner),
+                       step_scaled, moved)
+
+
+def _state_cause(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
+                 momentum: float | None, assigner: str = "") -> str:
+    """The note for a state pair that parts where both sides moved it: what the two updates
+    say (:mod:`pgtwin.parity.state_notes`): when the Keras layer's ``momentum`` is known,
+    a moving statistic's; when no normalisation layer holds it, a copy's rate (TF1's
+    ``assigner`` op named); else the general :data:`STATE_CAUSE`."""
+    before = np.asarray(before1[tf1_name], np.float64)
+    d1 = np.asarray(after1[tf1_name], np.float64) - before
+    d2 = np.asarray(after2[tf2_name], np.float64) - np.asarray(before2[tf2_name], np.float64)
+    if momentum is None:
+        return copy_rate_note(d1, d2, assigner) or STATE_CAUSE
+    note = bessel_note(before, d1, d2, momentum) if "variance" in tf2_name else ""
+    return note or momentum_note(d1, d2, momentum) or STATE_CAUSE
+
+
+def _all_values(side: TF1Side | TF2Side) -> dict[str, np.ndarray]:
+    """The side's weights and state by name (the two sets of names do not meet)."""
+    return {**side.values(), **side.state_values()}
+
+
+def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
+                rtol: float, atol: float, where: str, hint: str = "", cause: str = "",
+                step_scaled: bool = False, moved: tuple[str, str] = WEIGHT_MOVED) -> Row:
+    """A weights row; names a variable only one side's step changed (``moved``: the notes
+    for TF1's only and TF2's only); ``hint`` on a pass, ``cause`` (a known difference of
+    the two optimizers, or of the layers' state updates) on a part where both moved.
+
+    ``step_scaled``: ``atol`` is capped at :data:`STEP_FRACTION` of the larger of the two
+    steps (the variable's largest change on either side). The default float32 atol (1e-4)
+    allows for Adam's amplification of float32 noise at a step of ~1e-2; at a learning rate
+    of 1e-4 it would pass a step wrong by all of itself (a clipping left out)."""
+    item = f"{tf1_name} -> {tf2_name}"
+    step = largest_change((before1[tf1_name], after1[tf1_name]),
+                          (before2[tf2_name], after2[tf2_name]))
+    if step_scaled:
+        atol = step_atol(atol, step)
+    row = compare_arrays("weights", item, after1[tf1_name], after2[tf2_name], rtol, atol, where)
+    if row.ok:
+        return Row(row.rung, row.item, row.max_abs, row.max_rel, True, hint, where) \
+            if hint else row
+    moved1 = not np.array_equal(before1[tf1_name], after1[tf1_name])
+    moved2 = not np.array_equal(before2[tf2_name], after2[tf2_name])
+    note = ""
+    if moved1 and not moved2:
+        note = moved[0]
+    elif moved2 and not moved1:
+        note = moved[1]
+    else:
+        note = cause
+    # max_rel is relative to the weights, which a small step barely moves: say how far
+    # apart the steps are, the size the check is about.
+    size = (f"the weights part by {row.max_abs:.3g}, {row.max_abs / step:.3g} of the step's "
+            f"largest change ({step:.3g})" if step > 0 else "")
+    note = "; ".join(x for x in (note, size) if x)
+    return Row(row.rung, row.item, row.max_abs, row.max_rel, False, note, row.context)
