@@ -767,3 +767,21 @@ def test_one_optimizer_applied_once_per_layer_is_named_by_its_iterations():
     assert bad.rung == "weights", report.to_table()
     assert bad.note.startswith("Adam counted 2 iterations in one train step: apply_gradients "
                                "ran once per part of the model"), bad.note
+
+
+def test_an_sgd_step_twice_as_long_is_named_as_a_scaled_loss_or_rate():
+    # Plain SGD moves w by lr * g: a train step minimising 2 x the loss moves every weight
+    # 2x as far as TF1's (no Adam moments to read the gradient from).
+    tf1_sgd = dataclasses.replace(up.tf1_program(), build=lambda: up.PolicyGradient(
+        optimizer=tf1.train.GradientDescentOptimizer))
+
+    def tf2_sgd(**options):
+        return dataclasses.replace(up.tf2_program(), build=lambda: up.KerasAgent(
+            optimizer=keras.optimizers.SGD(up.LR), **options))
+
+    assert compare_programs(tf1_sgd, tf2_sgd(), BATCH, steps=2).ok
+    report = compare_programs(tf1_sgd, tf2_sgd(train_loss_scale=2.0), BATCH, steps=2)
+    bad = report.first_failure
+    assert bad.rung == "weights" and "step 1/2" in bad.context, report.to_table()
+    assert bad.note.startswith("the TF2 train step moved every weight 2x as far as TF1's, all "
+                               "of it: a loss scaled in the train step"), bad.note

@@ -114,8 +114,12 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
             r.rung, r.item, r.max_abs, r.max_rel, False, f"{random}; {r.note}", r.context)
             for r in gradient_rows]
         rows = rows + gradient_rows  # step 1's own check, kept whatever follows
+        scaled = "" if gradient_rows else _scaled_step_note(
+            [(a, b) for a, b in pairs if not by_name[a].step_cause],
+            before1, after1, before2, after2)
         step_rows = [_weight_row(a, b, before1, after1, before2, after2, by_name[a].rtol,
-                                 by_name[a].atol, where, by_name[a].hint, by_name[a].step_cause,
+                                 by_name[a].atol, where, by_name[a].hint,
+                                 by_name[a].step_cause or scaled,
                                  step_scaled, STUCK_MOVED if a in stuck else WEIGHT_MOVED)
                      for a, b in pairs]
         state_tol = (max(j.rtol for j in judged), max(j.atol for j in judged)) if judged \
@@ -126,6 +130,29 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         if not all(r.ok for r in gradient_rows + step_rows) or step == steps:
             return rows + step_rows
     return rows
+
+
+def _scaled_step_note(pairs: list[tuple[str, str]], before1, after1, before2,
+                      after2) -> str:
+    """The weights rows' cause where TF2's step of every pair (``(TF1 name, TF2 name)``) is
+    TF1's times one common factor c != 1 (to 1e-3 of its norm: float32 steps), else ''.
+    Without Adam's moments to read (SGD, momentum), a step c times as long is a loss or a
+    learning rate c times TF1's."""
+    if not pairs:
+        return ""
+    d1 = np.concatenate([np.ravel(np.asarray(after1[a], np.float64) - before1[a])
+                         for a, _ in pairs])
+    d2 = np.concatenate([np.ravel(np.asarray(after2[b], np.float64) - before2[b])
+                         for _, b in pairs])
+    norm1 = float(d1 @ d1)
+    if norm1 == 0.0 or not np.any(d2):
+        return ""
+    c = float(d1 @ d2) / norm1
+    if abs(c - 1.0) <= 1e-3 or np.linalg.norm(d2 - c * d1) > 1e-3 * np.linalg.norm(d2):
+        return ""
+    return (f"the TF2 train step moved every weight {c:.4g}x as far as TF1's, all of it: a "
+            "loss scaled in the train step (a mean against a sum, a coefficient) or a "
+            f"learning rate {c:.4g}x TF1's")
 
 
 FOLLOWS_EARLIER = ("follows from the outputs, loss or gradients that parted on an earlier "
