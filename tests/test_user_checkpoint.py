@@ -7,6 +7,7 @@ on a freshly built copy of their model, never through the converter.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import keras
@@ -468,8 +469,6 @@ def test_an_agent_with_two_keras_optimizers_writes_none_and_says_why(tmp_path):
     # Which variables each of an actor-critic's Keras optimizers steps is known only once
     # its train step has built them: writing the first over every variable would restore
     # into neither. The weights still convert and verify.
-    import dataclasses
-
     from tests import actor_critic_programs as ac
 
     class Agent(ac.KerasActorCritic, tf.Module):
@@ -496,3 +495,45 @@ def test_an_agent_with_two_keras_optimizers_writes_none_and_says_why(tmp_path):
     with pytest.raises(UserCheckpointError, match="holds 2 Keras optimizers"):
         convert_user_checkpoint(prefix, str(tmp_path / "out2"), ac.tf1_program(), program,
                                 batch, optimizer_state="convert")
+
+
+class TF1EnvStepSchedule(TF1Policy):
+    """SGD on exponential_decay(0.1, global_step, 96, 0.5), global_step counting env steps:
+    32 a train step (RL code that decays by experience collected)."""
+
+    def __init__(self, dtype=tf.float32):
+        super().__init__(dtype=dtype)
+        step = tf1.train.get_or_create_global_step()
+        rate = tf1.train.exponential_decay(0.1, step, 96, 0.5)
+        with tf.control_dependencies([tf1.train.GradientDescentOptimizer(rate).minimize(
+                self.loss)]):
+            self.train_op = tf1.assign_add(step, 32)
+        self.saver = tf1.train.Saver()
+        self.sess.run(tf1.global_variables_initializer())
+
+
+def test_a_tf1_schedule_on_env_steps_sets_the_iterations_whose_rate_is_tf1s(tmp_path):
+    # After 5 train steps TF1's global_step is 160 and its rate 0.1 * 0.5 ** (160 / 96). The
+    # port decays per update, ExponentialDecay(0.1, 3, 0.5): its rate equals TF1's at
+    # iterations 5 (0.1 * 0.5 ** (5 / 3), the same number), and at 160 it would be 1e-17.
+    batch = make_batch()
+    graph = tf.Graph()
+    with graph.as_default():
+        agent = TF1EnvStepSchedule()
+        for _ in range(5):
+            agent.sess.run(agent.train_op, agent.feed(batch))
+        prefix = agent.saver.save(agent.sess, str(tmp_path / "tf1" / "model.ckpt"))
+
+    def sgd():
+        return keras.optimizers.SGD(keras.optimizers.schedules.ExponentialDecay(0.1, 3, 0.5))
+
+    program = dataclasses.replace(tf1_program(), build=TF1EnvStepSchedule)
+    done = convert_user_checkpoint(prefix, str(tmp_path / "out"), program,
+                                   tf2_program(make_optimizer=sgd), batch)
+    assert done.iterations == 5, done.notes
+    assert done.notes[-1].startswith("optimizer.iterations set to 5, the first step at which "
+                                     "the Keras schedule's rate equals TF1's at its "
+                                     "global_step 160")
+    guessed = convert_user_checkpoint(prefix, str(tmp_path / "out2"), None,
+                                      tf2_program(make_optimizer=sgd), batch)
+    assert guessed.iterations == 160 and "give --tf1" in guessed.notes[-1]

@@ -58,7 +58,8 @@ from pgtwin.migrate.checkpoint_prefix import refuse_existing, staged_prefix
 from pgtwin.migrate.keras_adam_state import adam_slots, build_optimizer, is_keras_adam
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.model_state import VARIABLE_OPS, split_name_map
-from pgtwin.parity.optimizer_config import keras_optimizer, optimizer_rows, tf1_clipping
+from pgtwin.parity.optimizer_config import (keras_optimizer, optimizer_rows, tf1_clipping,
+                                            tf1_rate_reads)
 from pgtwin.parity.parity_rows import output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
@@ -198,7 +199,12 @@ def convert_user_checkpoint(
             if adam is not None:
                 steps = _load_adam(eager, mapping, adam, optimizer, prefix)
             else:
-                steps = _continue_schedule(values, optimizer, notes)
+                tf1_rate = legacy.optimizer()[1].get("learning_rate") \
+                    if legacy is not None and legacy.train_op is not None and any(
+                        n.split("/")[-1] == "global_step"
+                        for n in tf1_rate_reads(legacy.train_op)) else None
+                steps = _continue_schedule(values, optimizer, notes, tf1_rate,
+                                           guessed=legacy is None)
         objects = _checkpoint_objects(eager.model, optimizer)
         with staged_prefix(dst, overwrite) as staged:
             writer = tf.train.Checkpoint(**objects)
@@ -427,13 +433,18 @@ BIAS_CORRECTED = ("adam", "adamw", "nadam", "adamax")
 
 
 def _continue_schedule(values: Mapping[str, np.ndarray], optimizer: Any,
-                       notes: list[str]) -> int:
-    """Keras ``iterations`` set to TF1's ``global_step`` when the optimizer's learning rate
-    is a schedule and its state starts fresh, so the schedule goes on where TF1's stopped
-    (it would start again from its first rate); the step count set, else 0.
+                       notes: list[str], tf1_rate: float | None = None,
+                       guessed: bool = False) -> int:
+    """Keras ``iterations`` set where the optimizer's learning rate is a schedule and its
+    state starts fresh, so the schedule goes on where TF1's stopped (it would start again
+    from its first rate); the step count set, else 0.
 
-    Not for an Adam-like optimizer: its fresh m and v would be bias-corrected as if
-    ``global_step`` steps had filled them."""
+    ``tf1_rate`` (TF1's rate at its restored ``global_step``, read from a program whose
+    rate is a schedule of it): the first step whose Keras rate equals it, where TF1's ``global_step`` counts other units
+    than updates (env steps: 32 a step); else TF1's ``global_step`` itself. Not for an
+    Adam-like optimizer: its fresh m and v would be bias-corrected as if that many steps had
+    filled them. ``guessed``: no TF1 program to read the rate from, so the note says what
+    ``global_step`` was taken to count."""
     step = global_step(values)
     if not step or not isinstance(optimizer.get_config().get("learning_rate"), Mapping):
         return 0
@@ -441,12 +452,45 @@ def _continue_schedule(values: Mapping[str, np.ndarray], optimizer: Any,
     if kind in BIAS_CORRECTED:
         notes.append(f"the learning-rate schedule starts again from step 0, not TF1's "
                      f"global_step {step}: a fresh {kind}'s bias correction also reads "
-                     "optimizer.iterations; set it yourself once its state has built up")
+                     "optimizer.iterations, so assign optimizer.iterations yourself (the "
+                     "schedule's step) if you want TF1's rate, knowing that Adam's first "
+                     "steps are then bias-corrected as if its moments had been filled")
         return 0
+    found = _step_with_rate(optimizer, step, tf1_rate)
+    if found is not None and found != step:
+        optimizer.iterations.assign(found)
+        notes.append(f"optimizer.iterations set to {found}, the first step at which the Keras "
+                     f"schedule's rate equals TF1's at its global_step {step} "
+                     f"({tf1_rate:g}): TF1's global_step counts other units than the "
+                     "optimizer's updates (env steps, or several updates a step)")
+        return found
     optimizer.iterations.assign(step)
     notes.append(f"optimizer.iterations set to TF1's global_step {step}, so the "
-                 "learning-rate schedule goes on where TF1's stopped")
+                 "learning-rate schedule goes on where TF1's stopped" + (
+                     " if global_step counted the optimizer's updates (one that counts env "
+                     "steps does not: give --tf1, whose rate at global_step sets "
+                     "iterations)" if guessed else
+                     f"; no step of the Keras schedule has TF1's rate {tf1_rate:g} (see the "
+                     "settings' warning: the schedules differ)"
+                     if tf1_rate is not None and found is None else ""))
     return step
+
+
+def _step_with_rate(optimizer: Any, last: int, rate: float | None) -> int | None:
+    """The first step in ``[0, last]`` at which the Keras optimizer's schedule gives
+    ``rate`` (to a relative 1e-6), else None (None too without a rate or a schedule that
+    takes a vector of steps)."""
+    schedule = getattr(optimizer, "_learning_rate", None)
+    if rate is None or not callable(schedule):
+        return None
+    try:
+        rates = np.asarray(schedule(tf.range(last + 1, dtype=tf.float32)), np.float64)
+    except (TypeError, ValueError, tf.errors.OpError):
+        return None
+    if rates.shape != (last + 1,):
+        return None
+    close = np.flatnonzero(np.abs(rates - rate) <= 1e-6 * max(abs(rate), 1e-30))
+    return int(close[0]) if close.size else None
 
 
 def global_step(values: Mapping[str, np.ndarray]) -> int | None:

@@ -68,6 +68,21 @@ def tf1_stepped(train_op: Any) -> dict[tf.Operation, str]:
             if _op_kind(op.type)}
 
 
+def tf1_rate_reads(train_op: Any) -> set[str]:
+    """The names of the variables the learning rates of ``train_op``'s apply ops are
+    computed from (``{"global_step"}`` for ``exponential_decay(lr, global_step, ...)``)."""
+    start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
+    found = set()
+    for op in upstream_ops(start):
+        if not _op_kind(op.type):
+            continue
+        args = [a.name for a in op.op_def.input_arg]
+        for name in {"lr", "alpha"} & set(args):
+            found |= {o.name for o in upstream_ops(op.inputs[args.index(name)])
+                      if o.type in ("VarHandleOp", "VariableV2", "Variable")}
+    return found
+
+
 def tf1_optimizer(train_op: Any, session: Any, feed: Mapping | None = None,
                   variables: Any = None) -> tuple[str, dict[str, float]]:
     """``(kind, settings)`` of the optimizer ops ``train_op`` runs (``("none", {})`` if none).
