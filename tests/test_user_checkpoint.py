@@ -537,3 +537,15 @@ def test_a_tf1_schedule_on_env_steps_sets_the_iterations_whose_rate_is_tf1s(tmp_
     guessed = convert_user_checkpoint(prefix, str(tmp_path / "out2"), None,
                                       tf2_program(make_optimizer=sgd), batch)
     assert guessed.iterations == 160 and "give --tf1" in guessed.notes[-1]
+
+
+def test_a_program_built_in_another_dtype_than_the_checkpoint_is_refused_by_name(tmp_path):
+    batch = make_batch()
+    _, _, prefix = trained_tf1(tmp_path, batch)  # float32
+    with pytest.raises(UserCheckpointError, match=r"pi/fc1/weights: the program makes it "
+                                                  r"float64, the checkpoint holds float32 "
+                                                  r"\(build the program in the checkpoint's "
+                                                  r"dtype"):
+        convert_user_checkpoint(prefix, str(tmp_path / "out"), tf1_program(dtype="float64"),
+                                tf2_program(dtype="float64"), batch)
+    assert not os.path.exists(tmp_path / "out.index")

@@ -253,7 +253,8 @@ def _dropped(name: str, drop: Sequence[str]) -> bool:
 def _restore_tf1(legacy: TF1Side, prefix: str, values: Mapping[str, np.ndarray]) -> None:
     """Restore every graph variable the checkpoint holds with the program's own ``Saver`` semantics.
 
-    A compared variable the checkpoint lacks, or holds in another shape, is an error.
+    A compared variable the checkpoint lacks, or holds in another shape or dtype, is an
+    error.
     """
     with legacy.graph.as_default():
         graph_vars = tf1.global_variables()
@@ -262,9 +263,14 @@ def _restore_tf1(legacy: TF1Side, prefix: str, values: Mapping[str, np.ndarray])
         name, shape = variable_name(v), tuple(v.shape.as_list())
         if name not in values:
             continue
+        made, held = v.dtype.base_dtype.name, np.asarray(values[name]).dtype.name
         if tuple(values[name].shape) != shape:
             problems.append(f"{name}: the program makes it {shape}, the checkpoint holds "
                             f"{tuple(values[name].shape)}")
+        elif made != held:
+            problems.append(f"{name}: the program makes it {made}, the checkpoint holds "
+                            f"{held} (build the program in the checkpoint's dtype: --dtype "
+                            f"{held}, or leave --dtype out)")
         else:
             var_list[name] = v
     missing = [n for n in legacy.variables if n not in values]
