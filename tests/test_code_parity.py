@@ -785,3 +785,44 @@ def test_an_sgd_step_twice_as_long_is_named_as_a_scaled_loss_or_rate():
     assert bad.rung == "weights" and "step 1/2" in bad.context, report.to_table()
     assert bad.note.startswith("the TF2 train step moved every weight 2x as far as TF1's, all "
                                "of it: a loss scaled in the train step"), bad.note
+
+
+def test_the_tf1_graph_runs_op_by_op_as_eager_code_does():
+    # Grappler's arithmetic rewrites and op fusions reorder float work in a Session (a SAC
+    # actor's gradient moved by 4e-3 relative against its eager port). The harness's Session
+    # runs the graph as written: this squashed-Gaussian log-likelihood's gradients equal
+    # the eager ones bit for bit (with the rewrites on they part in the last bits).
+    from pgtwin.parity.tf1_side import TF1Side
+
+    rng = np.random.default_rng(0)
+    w1 = (0.4 * rng.normal(size=(6, 32))).astype(np.float32)
+    w2 = (0.4 * rng.normal(size=(32, 4))).astype(np.float32)
+    batch = {"x": rng.normal(size=(64, 6)).astype(np.float32),
+             "noise": rng.normal(size=(64, 2)).astype(np.float32)}
+
+    def loss_of(x, noise, a, b):
+        out = tf.nn.relu(x @ a) @ b
+        mu, log_std = out[:, :2], -20.0 + 11.0 * (tf.tanh(out[:, 2:]) + 1)
+        pi = mu + noise * tf.exp(log_std)
+        logp = tf.reduce_sum(-0.5 * (((pi - mu) / (tf.exp(log_std) + 1e-8)) ** 2
+                                     + 2 * log_std + np.log(2 * np.pi)), axis=1)
+        logp -= tf.reduce_sum(2 * (np.log(2) - pi - tf.nn.softplus(-2 * pi)), axis=1)
+        return tf.reduce_mean(0.2 * logp - tf.reduce_sum(tf.tanh(pi), 1))
+
+    class Actor:
+        def __init__(self):
+            self.x = tf1.placeholder(tf.float32, [None, 6], "x")
+            self.noise = tf1.placeholder(tf.float32, [None, 2], "noise")
+            self.a = tf1.get_variable("a", initializer=w1)
+            self.b = tf1.get_variable("b", initializer=w2)
+            self.loss = loss_of(self.x, self.noise, self.a, self.b)
+
+    legacy = TF1Side(TF1Program(build=Actor, feeds={"x": "x", "noise": "noise"}, loss="loss"),
+                     batch)
+    tf1_grads = legacy.gradients()
+    a, b = tf.Variable(w1), tf.Variable(w2)
+    with tf.GradientTape() as tape:
+        loss = loss_of(tf.constant(batch["x"]), tf.constant(batch["noise"]), a, b)
+    eager = tape.gradient(loss, [a, b])
+    np.testing.assert_array_equal(tf1_grads["a"], eager[0].numpy())
+    np.testing.assert_array_equal(tf1_grads["b"], eager[1].numpy())

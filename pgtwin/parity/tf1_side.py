@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_build_error,
                                        program_failed, require_eager)
@@ -139,6 +140,18 @@ _ASSIGNS = frozenset({"Assign", "AssignVariableOp", "AssignAdd", "AssignSub",
 """The ops that write a TF1 variable in place."""
 
 
+def op_by_op_config() -> Any:
+    """A Session config that runs the graph op by op as written, as eager code runs it:
+    Grappler's arithmetic rewrites (which reorder and merge float ops: SAC's actor gradient
+    moved by 4e-3 relative) and its op fusions (a matmul, bias and activation in one
+    kernel) off. The user's own Session keeps its config; only the comparison's changes."""
+    config = tf1.ConfigProto()
+    rewrites = config.graph_options.rewrite_options
+    rewrites.arithmetic_optimization = rewriter_config_pb2.RewriterConfig.OFF
+    rewrites.remapping = rewriter_config_pb2.RewriterConfig.OFF
+    return config
+
+
 def train_op_of(value: Any, what: str, graph: tf.Graph) -> tf.Operation:
     """The op to run for the user's ``train_op``: an op, a tensor's op, or a list or tuple
     of them (an actor's and a critic's ``minimize``, as ``sess.run([a, c])`` runs them)
@@ -210,7 +223,7 @@ class TF1Side:
             self._assign_state = Assigner(self.state)
             init = tf.group(tf1.global_variables_initializer(),
                             tf1.local_variables_initializer(), tf1.tables_initializer())
-        self.session = tf1.Session(graph=g)
+        self.session = tf1.Session(graph=g, config=op_by_op_config())
         self.session.run(init)
         self._take_users_values()
 
