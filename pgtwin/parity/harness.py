@@ -50,8 +50,8 @@ from pgtwin.parity.optimizer_config import (float32_rounding, keras_optimizer, o
 from pgtwin.parity.optimizer_pairs import optimizer_factories
 from pgtwin.parity.parity_rows import DEFAULT_TOLERANCES, gradient_rows, output_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
-from pgtwin.parity.tf1_side import (GRAPH_SEED, Assigner, cast_feed, restated_step,
-                                     tf1_variables)
+from pgtwin.parity.tf1_side import (GRAPH_SEED, Assigner, cast_feed, op_by_op_config,
+                                     restated_step, tf1_variables)
 from pgtwin.parity.variable_mapping import kind
 from pgtwin.parity.weights_rung import largest_change, step_atol
 
@@ -333,7 +333,7 @@ class _LegacySide:
             self._assign = Assigner(self.variables)
             self._init = tf1.global_variables_initializer()
         self.shapes = {n: tuple(v.shape.as_list()) for n, v in self.variables.items()}
-        self.session = tf1.Session(graph=self.graph)
+        self.session = tf1.Session(graph=self.graph, config=op_by_op_config())
         self.session.run(self._init)
         self.feed = {self.placeholders[k]: cast_feed(k, a, self.placeholders[k])
                      for k, a in inputs.items()}
