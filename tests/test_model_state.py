@@ -323,3 +323,22 @@ def test_a_target_left_out_of_var_list_pairs_with_the_frozen_port_as_state():
     assert first.rung == "variables" and first.note.endswith(
         "which TF1Program.var_list leaves out: add them to var_list, or, if they are a frozen "
         "copy (a target network), freeze the TF2 layer (layer.trainable = False)"), first.note
+
+
+def test_a_soft_update_rate_is_read_through_float32_rounding():
+    # t <- t + tau (w - t) in float32, |w| ~ 0.3: TF1's update with tau 0.005 is ~1e-3 of a
+    # unit and carries a few ulps (6e-8 each) of rounding, 1e-4 of itself: the ratio of
+    # TF2's (tau 0.995) to it is 199 all the same, and says so.
+    from pgtwin.parity.state_notes import copy_rate_note
+    rng = np.random.default_rng(3)
+    w = (0.3 * rng.normal(size=(32, 32))).astype(np.float32)
+    t = (w + 0.01 * rng.normal(size=(32, 32))).astype(np.float32)
+    after1 = (t + np.float32(0.005) * (w - t)).astype(np.float32)
+    after2 = (t + np.float32(0.995) * (w - t)).astype(np.float32)
+    d1, d2 = after1.astype(np.float64) - t, after2.astype(np.float64) - t
+    eps = float(np.finfo(np.float32).eps)
+    rounding = (eps * float(np.linalg.norm(after1)), eps * float(np.linalg.norm(after2)))
+    assert copy_rate_note(d1, d2, "", rounding).startswith(
+        "TF2's update of this state variable is 199x TF1's, all of it")
+    # updates that are not one factor apart stay unexplained
+    assert copy_rate_note(d1, d2 + 0.01 * rng.normal(size=d2.shape), "", rounding) == ""

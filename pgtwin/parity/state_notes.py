@@ -54,16 +54,21 @@ def bessel_note(before: np.ndarray, d1: np.ndarray, d2: np.ndarray,
             "settings: not a migration mistake, but the inference outputs differ by it")
 
 
-def copy_rate_note(d1: np.ndarray, d2: np.ndarray, assigner: str = "") -> str:
+def copy_rate_note(d1: np.ndarray, d2: np.ndarray, assigner: str = "",
+                   rounding: tuple[float, float] = (0.0, 0.0)) -> str:
     """The note when TF2's update ``d2`` of a state variable is TF1's ``d1`` times one common
-    factor other than 1 (to 1e-3 of its norm: float32 steps), as two soft updates of a
-    target network at different rates are; else ''. ``assigner``: TF1's assign op."""
+    factor other than 1, as two soft updates of a target network at different rates are;
+    else ''. "One factor": what is left is within 1e-3 of ``d2``'s norm plus the updates'
+    own rounding, ``rounding`` = (TF1's, TF2's) machine epsilon times the norm of the values
+    after the step (a float32 kernel of |w| ~ 0.3 moved by 0.005 (w - t) is a few ulps a
+    step). ``assigner``: TF1's assign op."""
     a, b = np.ravel(d1).astype(np.float64), np.ravel(d2).astype(np.float64)
     norm1 = float(a @ a)
     if norm1 <= _TINY ** 2 or not np.any(b):
         return ""
     c = float(a @ b) / norm1
-    if abs(c - 1.0) <= 1e-3 or np.linalg.norm(b - c * a) > 1e-3 * np.linalg.norm(b):
+    allowed = 1e-3 * np.linalg.norm(b) + 2.0 * (rounding[1] + abs(c) * rounding[0])
+    if abs(c - 1.0) <= 1e-3 or np.linalg.norm(b - c * a) > allowed:
         return ""
     where = f" (TF1 runs it in {assigner})" if assigner else ""
     return (f"TF2's update of this state variable is {c:.4g}x TF1's, all of it: a copy moved "

@@ -318,7 +318,9 @@ def _state_cause(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
     d1 = np.asarray(after1[tf1_name], np.float64) - before
     d2 = np.asarray(after2[tf2_name], np.float64) - np.asarray(before2[tf2_name], np.float64)
     if momentum is None:
-        return copy_rate_note(d1, d2, assigner) or STATE_CAUSE
+        rounding = tuple(float(np.finfo(np.asarray(v).dtype).eps * np.linalg.norm(v))
+                         for v in (after1[tf1_name], after2[tf2_name]))
+        return copy_rate_note(d1, d2, assigner, rounding) or STATE_CAUSE
     note = bessel_note(before, d1, d2, momentum) if "variance" in tf2_name else ""
     return note or momentum_note(d1, d2, momentum) or STATE_CAUSE
 
