@@ -826,3 +826,14 @@ def test_the_tf1_graph_runs_op_by_op_as_eager_code_does():
     eager = tape.gradient(loss, [a, b])
     np.testing.assert_array_equal(tf1_grads["a"], eager[0].numpy())
     np.testing.assert_array_equal(tf1_grads["b"], eager[1].numpy())
+
+
+def test_weights_parting_after_a_setting_that_differs_name_that_setting_first():
+    program = up.tf2_program(optimizer=keras.optimizers.Adam(0.02, epsilon=1e-8))
+    report = compare_programs(up.tf1_program(), program, BATCH, steps=1)
+    assert report.first_failure.item == "optimizer.learning_rate"
+    weights = [r for r in report.rows if "step 1/1" in r.context and not r.ok
+               and not r.item.endswith("train step's gradient")]
+    assert weights and all(r.note.startswith(
+        "the optimizers' settings differ (TF1 learning_rate=0.01, Adam learning_rate=0.02)")
+        for r in weights), report.to_table()

@@ -136,7 +136,9 @@ def judge(legacy: TF1Side, eager: TF2Side, group: OptimizerGroup, drifts: Mappin
                           ("its train_op", type(group.keras).__name__), ctx, tf1_clip)
     clipping = clipping_hint(tf1_clip, settings)
     drift = drifts.get(id(group.keras), "") if tf1_kind == group.keras_kind == "rmsprop" else ""
-    cause = "; ".join(x for x in (drift, clipping) if x)
+    differ = [r.note for r in rows if not r.ok]  # a setting that differs says most
+    differing = f"the optimizers' settings differ ({'; '.join(differ)})" if differ else ""
+    cause = "; ".join(x for x in (differing, drift, clipping) if x)
     hint = ""
     if dtype == "float64" and rounded_to_float32(tf1_settings, settings):
         rtol, atol = tolerances("float32")["weights"]
