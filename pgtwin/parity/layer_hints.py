@@ -99,18 +99,60 @@ _KERAS_LAYERS = {"ReLU": "relu", "LeakyReLU": "leaky_relu", "ELU": "elu"}
 """Keras activation layers that have no ``activation`` attribute -> the activation."""
 
 
+_LINEAR = frozenset({"MatMul", "BatchMatMulV2", "Conv2D", "Conv3D", "DepthwiseConv2dNative"})
+"""The ops of a layer's linear part (``x @ w``, a convolution)."""
+_READS = frozenset({"ReadVariableOp", "Identity", "Cast"})
+"""The ops between a variable and the op that uses its value."""
+_VARIABLES = frozenset({"VarHandleOp", "VariableV2"})
+
+
 def tf1_activations(root: Any) -> Counter:
-    """How many activation ops of each kind the TF1 tensor ``root`` is computed through."""
-    return Counter(_TF1_ACTIVATIONS[op.type] for op in upstream_ops(root, control=False)
-                   if op.type in _TF1_ACTIVATIONS)
+    """How many layers of each activation the TF1 tensor ``root`` is computed through: an
+    activation op applied to a layer's linear part (``relu(x @ w + b)``, a convolution),
+    counted once per kernel variable, so a network called twice (SAC's actor on two
+    batches) counts as built, as Keras layers do; an activation of anything else (a tanh
+    squashing an action, a softplus in a log-probability) is not a layer's."""
+    found = set()
+    for op in upstream_ops(root, control=False):
+        kernel = _layer_kernel(op.inputs[0].op) if op.type in _TF1_ACTIVATIONS else None
+        if kernel is not None:
+            found.add((kernel, _TF1_ACTIVATIONS[op.type]))
+    return Counter(kind for _, kind in found)
+
+
+def _layer_kernel(op: tf.Operation) -> str | None:
+    """The name of the kernel variable of the layer whose pre-activation ``op`` is (``x @
+    w``, or it plus a bias), else None."""
+    if op.type == "BiasAdd":
+        op = op.inputs[0].op
+    elif op.type in ("Add", "AddV2"):  # x @ w + b: one side linear, the other a variable
+        sides = [t.op for t in op.inputs]
+        linear = [x for x in sides if x.type in _LINEAR]
+        if len(linear) != 1 or _variable_source(next(x for x in sides
+                                                     if x is not linear[0])) is None:
+            return None
+        op = linear[0]
+    if op.type not in _LINEAR:
+        return None
+    return next((name for name in map(_variable_source, (t.op for t in op.inputs))
+                 if name is not None), None)
+
+
+def _variable_source(op: tf.Operation) -> str | None:
+    """The name of the variable ``op`` reads (through reads, identities and casts), else
+    None."""
+    while op.type in _READS and op.inputs:
+        op = op.inputs[0].op
+    return op.name if op.type in _VARIABLES else None
 
 
 def keras_activations(layers: list[Any], compared: set[int]) -> Counter:
     """How many of each activation the Keras ``layers`` apply: those holding a variable
-    whose ``id`` is in ``compared``, and the weightless activation layers."""
+    whose ``id`` is in ``compared`` (the weights and the state compared: a frozen target
+    network's layers count, as TF1's do), and the weightless activation layers."""
     found = Counter()
     for layer in layers:
-        weights = [getattr(w, "value", w) for w in getattr(layer, "weights", [])]
+        weights = [_variable(w) for w in getattr(layer, "weights", [])]
         holds = any(id(w) in compared for w in weights)
         if type(layer).__name__ in _KERAS_LAYERS and not weights:
             found[_KERAS_LAYERS[type(layer).__name__]] += 1
@@ -120,6 +162,12 @@ def keras_activations(layers: list[Any], compared: set[int]) -> Counter:
                 and name in _TF1_ACTIVATIONS.values():
             found[name] += 1
     return found
+
+
+def _variable(v: Any) -> Any:
+    """The ``tf.Variable`` behind a Keras 3 variable, or ``v`` itself."""
+    inner = getattr(v, "value", None)
+    return inner if isinstance(inner, tf.Variable) else v
 
 
 def activation_hint(tf1: Counter, keras: Counter) -> str:

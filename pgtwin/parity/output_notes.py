@@ -19,7 +19,7 @@ from pgtwin.parity.layer_hints import (activation_hint, batch_norm_hint,
                                        keras_activations, keras_batch_norm_epsilons,
                                        tf1_activations, tf1_batch_norm_epsilons)
 from pgtwin.parity.tf1_side import TF1Side
-from pgtwin.parity.tf2_side import TF2Side
+from pgtwin.parity.tf2_side import TF2Side, underlying
 
 
 def with_layer_hints(rows: list[Row], legacy: TF1Side, eager: TF2Side) -> list[Row]:
@@ -30,7 +30,8 @@ def with_layer_hints(rows: list[Row], legacy: TF1Side, eager: TF2Side) -> list[R
     hint = batch_norm_hint(tf1_batch_norm_epsilons(legacy.loss),
                            keras_batch_norm_epsilons(eager.layers())) or activation_hint(
         tf1_activations(legacy.loss),
-        keras_activations(eager.layers(), {id(v) for v in eager.variables.values()}))
+        keras_activations(eager.layers(), {id(underlying(v)) for v in [
+            *eager.variables.values(), *eager.state.values()]}))
     return [r if r.ok or r.note or not hint else
             Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
 

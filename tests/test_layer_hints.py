@@ -1,0 +1,42 @@
+"""Counting each side's layer activations for the outputs rung's hint
+(pgtwin.parity.layer_hints), against counts made by hand."""
+from __future__ import annotations
+
+from collections import Counter
+
+import keras
+import tensorflow as tf
+
+from pgtwin.parity.layer_hints import activation_hint, keras_activations, tf1_activations
+
+tf1 = tf.compat.v1
+
+
+def test_a_network_called_twice_counts_its_layers_once_and_squashing_is_not_a_layer():
+    # relu(x @ w1 + b1) @ w2 twice (SAC's actor on two batches), then tanh of the sum of
+    # the two outputs and a softplus of it: one relu layer (w1), no tanh or softplus layer.
+    with tf.Graph().as_default():
+        w1 = tf1.get_variable("w1", [3, 4])
+        b1 = tf1.get_variable("b1", [4])
+        w2 = tf1.get_variable("w2", [4, 2])
+
+        def actor(x):
+            return tf.nn.relu(tf.matmul(x, w1) + b1) @ w2
+
+        a, b = actor(tf.ones([5, 3])), actor(tf.zeros([5, 3]))
+        squashed = tf.tanh(a + b)
+        loss = tf.reduce_sum(squashed + tf.nn.softplus(-2.0 * squashed))
+        assert tf1_activations(loss) == Counter({"relu": 1})
+
+
+def test_keras_layers_count_those_holding_compared_variables_and_a_missing_one_is_named():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="relu"),
+                              keras.layers.Dense(2, activation="tanh"), keras.layers.ReLU()])
+    other = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="relu")])
+    compared = {id(v.value) for v in model.trainable_variables}
+    counted = keras_activations([*model.layers, *other.layers], compared)
+    assert counted == Counter({"relu": 2, "tanh": 1})  # Dense relu, ReLU(); not `other`
+    assert activation_hint(Counter({"relu": 2, "tanh": 1}), counted) == ""
+    assert activation_hint(Counter({"tanh": 1}), Counter()).startswith(
+        "the activations differ: TF1's loss is computed through tanh x1, the Keras layers "
+        "apply none")
