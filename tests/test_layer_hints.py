@@ -40,3 +40,19 @@ def test_keras_layers_count_those_holding_compared_variables_and_a_missing_one_i
     assert activation_hint(Counter({"tanh": 1}), Counter()).startswith(
         "the activations differ: TF1's loss is computed through tanh x1, the Keras layers "
         "apply none")
+
+
+def test_outputs_one_factor_apart_are_named_with_the_factor():
+    # an Atari port that forgot obs / 255, biases zero and ReLUs positively homogeneous:
+    # its logits are 255x TF1's, all of them
+    import numpy as np
+
+    from pgtwin.parity.parity_rows import output_rows
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(8, 4))
+    [row] = output_rows({"logits": logits}, {"logits": 255.0 * logits}, 1e-5, 1e-6, "",
+                        sides=("TF1Program", "TF2Program"))
+    assert not row.ok and row.note.startswith("TF2Program's 'logits' is 255x TF1Program's, all "
+                                              "of it: an input scaled on one side only")
+    [other] = output_rows({"logits": logits}, {"logits": logits + 0.5}, 1e-5, 1e-6, "")
+    assert other.note == ""

@@ -58,7 +58,8 @@ def with_randomness(rows: list[Row], legacy: TF1Side, eager: TF2Side,
             "weights: the forward pass is random (dropout on: keep_prob < 1 or "
             "training=True; or a sampled op), so the two sides cannot agree. Feed the batch "
             "that turns it off (keep_prob 1.0 / is_training False where dropout is all it "
-            "does), as the comparison needs one computation")
+            "does), or, for a sampled op (a Gaussian policy's tf.random_normal noise), make "
+            "the noise an input both sides are fed, as the comparison needs one computation")
     return [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
                                "; ".join(x for x in (note, r.note) if x), r.context)
             for r in rows]
