@@ -183,3 +183,38 @@ def test_a_clip_in_the_forward_pass_is_not_a_gradient_clipping():
         clipped = [tf.clip_by_value(g, -1.0, 1.0) for g in grads]
         train_op = tf.group(opt.apply_gradients(zip(clipped, variables)))  # under a group
         assert tf1_clipping(train_op, loss) == ("by value", "clipvalue")
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_a_train_op_whose_gradient_reads_what_another_step_writes_is_a_race(ordered):
+    # DDPG/SAC shape: the actor's loss reads Q(s, pi(s)) through a second call of the
+    # critic (its own reads of wq), and the critic's own step writes wq. Grouped bare, TF1
+    # may run that read after the write; with the critic's step under
+    # control_dependencies([train_pi]) the read comes first.
+    from types import SimpleNamespace
+
+    from pgtwin.parity.optimizer_config import tf1_step_races
+    from pgtwin.parity.weights_rung import _race_note
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default():
+        x = tf.ones([4, 3])
+        a = tf1.placeholder(tf.float32, [None, 1])
+        wa = tf1.get_variable("actor/w", [3, 1])
+        wq = tf1.get_variable("critic/w", [4, 1])
+        pi = tf.tanh(x @ wa)
+        q_pi = tf.concat([x, pi], 1) @ wq
+        q_a = tf.concat([x, a], 1) @ wq
+        train_pi = tf1.train.AdamOptimizer(0.1).minimize(-tf.reduce_mean(q_pi), var_list=[wa])
+        with tf.control_dependencies([train_pi] if ordered else []):
+            train_q = tf1.train.AdamOptimizer(0.1).minimize(tf.reduce_mean(q_a ** 2),
+                                                            var_list=[wq])
+        step = tf.group(train_pi, train_q)
+        races = tf1_step_races(step)
+        note = _race_note(SimpleNamespace(train_op=step))
+    if ordered:
+        assert races == [] and note == ""
+    else:
+        assert races == [("critic/w", "actor/w")]
+        assert note.startswith("TF1's train_op writes critic/w while another of its gradients "
+                               "(actor/w's) reads it, with no control dependency between the "
+                               "two: TF1 runs each read before or after the write")

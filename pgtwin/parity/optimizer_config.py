@@ -68,6 +68,33 @@ def tf1_stepped(train_op: Any) -> dict[tf.Operation, str]:
             if _op_kind(op.type)}
 
 
+def tf1_step_races(train_op: Any) -> list[tuple[str, str]]:
+    """``(written, read for)`` variable names where an apply op of ``train_op`` writes a
+    variable that another apply op's gradient reads, and neither is ordered before the
+    other (no control dependency): TF1 then runs the read before or after the write as it
+    pleases (SAC's three minimize ops grouped bare: the actor's gradient reads the Q
+    weights the critic's step writes)."""
+    start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
+    applies = [op for op in upstream_ops(start) if _op_kind(op.type)]
+    before = {op: set(upstream_ops(op)) for op in applies}
+    races = []
+    for writer in applies:
+        target = writer.inputs[0].op
+        for other in applies:
+            if other is writer or writer in before[other]:
+                continue
+            args = [a.name for a in other.op_def.input_arg]
+            gradient = next((other.inputs[args.index(g)] for g in ("grad", "delta")
+                             if g in args), None)
+            if gradient is None:
+                continue
+            reads = [o for o in upstream_ops(gradient) if not _op_kind(o.type)
+                     and any(t.op is target for t in o.inputs)]
+            if any(r not in before[writer] for r in reads):
+                races.append((target.name, other.inputs[0].op.name))
+    return races
+
+
 def tf1_rate_reads(train_op: Any) -> set[str]:
     """The names of the variables the learning rates of ``train_op``'s apply ops are
     computed from (``{"global_step"}`` for ``exponential_decay(lr, global_step, ...)``)."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from pgtwin.parity.ladder import Row, compare_arrays
 from pgtwin.parity.model_state import COPY_MOVED, STATE_CAUSE, STATE_MOVED
-from pgtwin.parity.optimizer_config import drift_hint, keras_optimizer
+from pgtwin.parity.optimizer_config import drift_hint, keras_optimizer, tf1_step_races
 from pgtwin.parity.optimizer_judging import (Judged, first_step_groups, iterations,
                                              iterations_note, rates_after_first_step,
                                              rates_now, remade_note)
@@ -56,6 +56,7 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     :data:`STEP_FRACTION` of its larger step (see :func:`_weight_row`). ``earlier_ok``: the
     outputs, loss and gradients rungs passed (else a train-step gradient row that parts
     says it follows from them, :data:`FOLLOWS_EARLIER`)."""
+    legacy_step = legacy.train_op is not None and optimizer is None  # the user's own
     rows = _step_setup(legacy, eager, optimizer, dtype, ctx)
     if any(not r.ok and r.item == "train step" for r in rows):
         return rows
@@ -113,7 +114,6 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         gradient_rows = [r if r.ok or not random else Row(
             r.rung, r.item, r.max_abs, r.max_rel, False, f"{random}; {r.note}", r.context)
             for r in gradient_rows]
-        rows = rows + gradient_rows  # step 1's own check, kept whatever follows
         scaled = "" if gradient_rows else _scaled_step_note(
             [(a, b) for a, b in pairs if not by_name[a].step_cause],
             before1, after1, before2, after2)
@@ -127,9 +127,38 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         step_rows += [_state_row(legacy, eager, p.tf1.name, p.tf2.name, before1, after1,
                                  before2, after2, *state_tol, where, step_scaled)
                       for p in state.pairs]
+        if not all(r.ok for r in gradient_rows + step_rows) and legacy_step:
+            race = _race_note(legacy)  # TF1's own step is no one computation
+            gradient_rows, step_rows = _noted(gradient_rows, race), _noted(step_rows, race)
+        rows = rows + gradient_rows  # step 1's own check, kept whatever follows
         if not all(r.ok for r in gradient_rows + step_rows) or step == steps:
             return rows + step_rows
     return rows
+
+
+def _race_note(legacy: TF1Side) -> str:
+    """The cause said first where the user's ``train_op`` writes variables its other
+    gradients read with no order between them (:func:`tf1_step_races`), else ''."""
+    races = tf1_step_races(legacy.train_op)
+    if not races:
+        return ""
+    written, reader = races[0]
+    more = f", and {len(races) - 1} more such pairs" if len(races) > 1 else ""
+    return (f"TF1's train_op writes {written} while another of its gradients ({reader}'s) "
+            f"reads it, with no control dependency between the two{more}: TF1 runs each read "
+            "before or after the write as it pleases (a race), so its step is no one "
+            "computation a port can match; order its train ops (with "
+            "tf.control_dependencies([train_pi]): train_q = ...) as the TF2 train step orders "
+            "them, then compare")
+
+
+def _noted(rows: list[Row], note: str) -> list[Row]:
+    """``rows`` with ``note`` said first on each that fails."""
+    if not note:
+        return rows
+    return [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
+                               "; ".join(x for x in (note, r.note) if x), r.context)
+            for r in rows]
 
 
 def _scaled_step_note(pairs: list[tuple[str, str]], before1, after1, before2,
