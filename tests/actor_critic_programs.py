@@ -11,14 +11,14 @@ advantage is a constant to the actor).
 from __future__ import annotations
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from pgtwin.parity.programs import TF1Program, TF2Program
+from tests.user_programs import ACTIONS, OBS, make_batch  # noqa: F401  (the same batch)
 
 tf1 = tf.compat.v1
 
-OBS, HIDDEN, ACTIONS = 4, 16, 3
+HIDDEN = 16
 ACTOR_LR, CRITIC_LR = 3e-4, 1e-3
 
 
@@ -112,12 +112,6 @@ def _keras_mlp(outputs: int, dtype: str) -> keras.Sequential:
     return keras.Sequential([keras.Input((OBS,), dtype=dtype),
                              keras.layers.Dense(HIDDEN, activation="tanh", dtype=dtype),
                              keras.layers.Dense(outputs, dtype=dtype)])
-
-
-def make_batch(seed: int = 0, n: int = 32) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {"obs": rng.normal(size=(n, OBS)), "actions": rng.integers(0, ACTIONS, n),
-            "returns": rng.normal(size=n)}
 
 
 def tf1_program(dtype: str = "float32") -> TF1Program:
