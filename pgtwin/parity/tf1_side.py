@@ -233,13 +233,11 @@ class TF1Side:
         ``__init__`` ran after the initializer (``sess.run(sync_target)``, an ``old_pi``
         copied from ``pi``, a ``Saver.restore``) is the program's starting state. A
         variable that Session never initialised keeps the harness's initial value."""
-        held = self.obj.values() if isinstance(self.obj, Mapping) else (
-            vars(self.obj).values() if hasattr(self.obj, "__dict__") else ())
-        sessions = [x for x in held if isinstance(x, tf1.Session) and x.graph is self.graph]
+        sessions = [x for x in _held(self.obj)
+                    if isinstance(x, tf1.Session) and x.graph is self.graph]
         if not sessions:
             return
-        with self.graph.as_default():
-            variables = {variable_name(v): v for v in tf1.global_variables()}
+        variables = self.graph_variables()
         try:
             values = sessions[0].run(variables)
         except (tf.errors.OpError, RuntimeError):  # some not initialised there, or closed
@@ -280,8 +278,8 @@ class TF1Side:
         """The variables ``refs`` name: a list of refs (attribute paths, graph names such as
         ``"eval_net/w1"``, the variables themselves, functions of the built object), or one
         function returning such a list; a name resolves to the variable, not its tensor."""
+        by_op = {v.op: v for v in self.graph_variables().values()}
         with self.graph.as_default():
-            by_op = {v.op: v for v in tf1.global_variables()}
             found = resolve(self.obj, refs, what, self.graph) if callable(refs) else [
                 resolve(self.obj, ref, f"{what}[{i}]", self.graph)
                 for i, ref in enumerate(refs)]
@@ -419,20 +417,17 @@ class TF1Side:
         for n in names:
             self.grads.pop(n, None)
         self.not_compared = [n for n in self.not_compared if n not in moved]
-        order = {v.op: i for i, v in enumerate(self._graph_variables())}
+        order = {v.op: i for i, v in enumerate(self.graph_variables().values())}
         self.state = dict(sorted({**self.state, **moved}.items(),
                                  key=lambda item: order.get(item[1].op, len(order))))
         with self.graph.as_default():
             self._assign = Assigner(self.variables)
             self._assign_state = Assigner(self.state)
 
-    def _graph_variables(self) -> list[Any]:
-        with self.graph.as_default():
-            return list(tf1.global_variables())
-
     def graph_variables(self) -> dict[str, Any]:
         """``{name: variable}`` of every variable of the graph, in creation order."""
-        return {variable_name(v): v for v in self._graph_variables()}
+        with self.graph.as_default():
+            return {variable_name(v): v for v in tf1.global_variables()}
 
     def stepped_not_compared(self) -> dict[str, str]:
         """``{name: optimizer kind}`` of the trainable variables left out of the comparison
@@ -529,13 +524,18 @@ def restated_step(graph: tf.Graph, session: Any, make: Any, grads: Mapping[str, 
     return optimizer, train_op
 
 
+def _held(obj: Any) -> list[Any]:
+    """What the user's built object holds: its attributes, or a script's globals."""
+    if isinstance(obj, Mapping):
+        return list(obj.values())
+    return list(vars(obj).values()) if hasattr(obj, "__dict__") else []
+
+
 def _users_graph(obj: Any, graph: tf.Graph) -> tf.Graph:
     """The graph the user's built object works in: that of a tensor, op, variable, Session
     or graph it holds as an attribute (code that makes a ``tf.Graph()`` of its own), else
     ``graph``, the harness's."""
-    held = obj.values() if isinstance(obj, Mapping) else (
-        vars(obj).values() if hasattr(obj, "__dict__") else ())
-    for value in held:
+    for value in _held(obj):
         if isinstance(value, tf.Graph):
             return value
         found = getattr(value, "graph", None)
