@@ -549,3 +549,15 @@ def test_a_program_built_in_another_dtype_than_the_checkpoint_is_refused_by_name
         convert_user_checkpoint(prefix, str(tmp_path / "out"), tf1_program(dtype="float64"),
                                 tf2_program(dtype="float64"), batch)
     assert not os.path.exists(tmp_path / "out.index")
+
+
+def test_a_drop_that_matches_nothing_and_a_directory_destination_are_refused(tmp_path):
+    batch = make_batch()
+    _, _, prefix = trained_tf1(tmp_path, batch)
+    with pytest.raises(UserCheckpointError, match=r"drop \['crtic/'\] matches nothing in "
+                                                  r"checkpoint .*'pi/'"):
+        convert_user_checkpoint(prefix, str(tmp_path / "out"), None, tf2_program(), batch,
+                                drop=["crtic/"])
+    with pytest.raises(UserCheckpointError, match=r"ends in '/': it is a prefix"):
+        convert_user_checkpoint(prefix, str(tmp_path / "dir") + "/", None, tf2_program(), batch)
+    assert not any(p.name.startswith(("out", "dir")) for p in tmp_path.iterdir())

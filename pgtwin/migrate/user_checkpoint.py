@@ -157,10 +157,21 @@ def convert_user_checkpoint(
     """
     if optimizer_state not in OPTIMIZER_STATES:
         raise ValueError(f"optimizer_state={optimizer_state!r} is not one of {OPTIMIZER_STATES}")
+    if dst.endswith(("/", os.sep)):
+        raise UserCheckpointError(f"the destination {dst!r} ends in '/': it is a prefix "
+                                  "(files DST.index and DST.data-*), not a directory; write "
+                                  f"{os.path.join(dst, 'ckpt')!r} for files in that directory. "
+                                  "Nothing was written.")
     dst = os.path.abspath(dst)
     refuse_existing(dst, overwrite)
     prefix = checkpoint_prefix(src)
     values = read_tf1_checkpoint(prefix)
+    unmatched = [d for d in drop if not any(_dropped(n, [d]) for n in values)]
+    if unmatched:
+        scopes = sorted({n.split("/")[0] + "/" for n in values if "/" in n})
+        raise UserCheckpointError(f"drop {unmatched} matches nothing in checkpoint {prefix} "
+                                  f"(its names' first scopes: {scopes[:20]}): name a variable, "
+                                  "or a scope ending in '/'. Nothing was written.")
     legacy = None
     try:
         if tf1_program is not None:
