@@ -16,6 +16,7 @@ def test_a_network_called_twice_counts_its_layers_once_and_squashing_is_not_a_la
     # relu(x @ w1 + b1) @ w2 twice (SAC's actor on two batches), then tanh of the sum of
     # the two outputs and a softplus of it: one relu layer (w1), no tanh or softplus layer.
     with tf.Graph().as_default():
+        tf1.set_random_seed(0)  # op determinism may be on in this process
         w1 = tf1.get_variable("w1", [3, 4])
         b1 = tf1.get_variable("b1", [4])
         w2 = tf1.get_variable("w2", [4, 2])

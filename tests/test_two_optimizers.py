@@ -91,6 +91,7 @@ def test_one_keras_optimizer_for_both_networks_fails_at_the_group_whose_rate_it_
 def test_tf1_settings_are_read_per_variable_and_clipping_per_optimizer():
     graph = tf.Graph()
     with graph.as_default():
+        tf.compat.v1.set_random_seed(0)  # op determinism may be on in this process
         agent = ac.TF1ActorCritic()
         variables = {v.name.split(":")[0]: v for v in tf.compat.v1.trainable_variables()}
         by_name = tf1_settings_by_variable(agent.train_op, agent.sess, None, variables)
