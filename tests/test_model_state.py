@@ -342,3 +342,30 @@ def test_a_soft_update_rate_is_read_through_float32_rounding():
         "TF2's update of this state variable is 199x TF1's, all of it")
     # updates that are not one factor apart stay unexplained
     assert copy_rate_note(d1, d2 + 0.01 * rng.normal(size=d2.shape), "", rounding) == ""
+
+
+def test_an_interactive_sessions_values_are_the_starting_state_too():
+    # Notebook code keeps a tf.InteractiveSession (not a tf.Session subclass): its synced
+    # target is where the comparison starts, as with a plain Session.
+    import dataclasses
+
+    from tests import target_programs as tp
+    tf1 = tf.compat.v1
+
+    class Notebook(tp.TargetCritic):
+        def __init__(self):
+            super().__init__()
+            values = self.sess.run(tf1.global_variables())
+            self.sess.close()
+            self.sess = tf1.InteractiveSession()
+            for v, x in zip(tf1.global_variables(), values):
+                v.load(x, self.sess)
+
+    program = dataclasses.replace(tp.tf1_program(), build=Notebook)
+    report = compare_programs(program, tp.tf2_program(), tp.make_batch(), steps=1)
+    try:
+        assert report.ok, report.to_table()
+        copies = [r for r in report.rows if r.item.endswith(": initial copy")]
+        assert len(copies) == 2 and all(r.ok for r in copies)
+    finally:
+        tf1.get_default_session() and tf1.get_default_session().close()

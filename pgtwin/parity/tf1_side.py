@@ -233,8 +233,8 @@ class TF1Side:
         ``__init__`` ran after the initializer (``sess.run(sync_target)``, an ``old_pi``
         copied from ``pi``, a ``Saver.restore``) is the program's starting state. A
         variable that Session never initialised keeps the harness's initial value."""
-        sessions = [x for x in _held(self.obj)
-                    if isinstance(x, tf1.Session) and x.graph is self.graph]
+        sessions = [x for x in _held(self.obj) if isinstance(
+            x, (tf1.Session, tf1.InteractiveSession)) and x.graph is self.graph]
         if not sessions:
             return
         variables = self.graph_variables()
@@ -540,7 +540,8 @@ def _users_graph(obj: Any, graph: tf.Graph) -> tf.Graph:
             return value
         found = getattr(value, "graph", None)
         if isinstance(found, tf.Graph) and isinstance(
-                value, (tf.Tensor, tf.Operation, tf.Variable, tf1.Session)):
+                value, (tf.Tensor, tf.Operation, tf.Variable, tf1.Session,
+                        tf1.InteractiveSession)):
             return found
     return graph
 
