@@ -837,3 +837,17 @@ def test_weights_parting_after_a_setting_that_differs_name_that_setting_first():
     assert weights and all(r.note.startswith(
         "the optimizers' settings differ (TF1 learning_rate=0.01, Adam learning_rate=0.02)")
         for r in weights), report.to_table()
+
+
+def test_a_later_adam_step_parting_with_no_cause_is_told_of_adams_amplification():
+    # Only a row whose note says no more than how far the weights part gets the cause; a
+    # row with a cause of its own, or a pass, is left as it is.
+    from pgtwin.parity.ladder import Row
+    from pgtwin.parity.weights_rung import ADAM_NOISE, _adam_noise
+    bare = Row("weights", "w -> kernel", 2e-5, 0.05, False,
+               "the weights part by 2e-05, 0.09 of the step's largest change (0.00025)", "s")
+    assert _adam_noise(bare).note == f"{ADAM_NOISE}; {bare.note}"
+    caused = Row("weights", "w -> kernel", 2e-5, 0.05, False, "the TF2 train step made ...")
+    assert _adam_noise(caused) is caused
+    passed = Row("weights", "w -> kernel", 0.0, 0.0, True)
+    assert _adam_noise(passed) is passed
