@@ -329,3 +329,15 @@ def test_the_weights_atol_is_capped_by_each_steps_size_as_in_pgtwin_compare():
     assert [r.rung for r in bad.rows if not r.ok] == ["weights"], bad.to_table()
     assert bad.first_failure.item == "old_scope/w"
     assert run(eager, legacy, atol=1e-4, **kw).ok  # an atol given is used as given
+
+
+def test_common_factor_finds_c_where_all_of_b_is_c_times_a():
+    from pgtwin.parity.ladder import common_factor
+    a = np.array([1.0, -2.0, 3.0])
+    assert common_factor(a, 2.5 * a, 1e-6) == pytest.approx(2.5)
+    # a residual of 0.01 against |b| = 9.35: within 1e-2 of it, not within 1e-4
+    off = 2.5 * a + np.array([0.01, 0.0, 0.0])
+    assert common_factor(a, off, 1e-2) is not None and common_factor(a, off, 1e-4) is None
+    assert common_factor(a, off, 1e-4, slack=0.02) is not None  # the arrays' own rounding
+    assert common_factor(np.zeros(3), a, 1.0) is None and common_factor(a, np.zeros(3), 1.0) is None
+    assert common_factor(a, np.array([np.inf, 0.0, 0.0]), 1.0) is None

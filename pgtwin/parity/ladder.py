@@ -128,6 +128,21 @@ def _verdict(row: Row) -> str:
     return "pass" + (f" ({row.note})" if row.note else "")
 
 
+def common_factor(a: np.ndarray, b: np.ndarray, rtol: float, slack: float = 0.0
+                  ) -> float | None:
+    """c where ``b`` is ``c a``, all of it: what is left, ``|b - c a|``, is within ``rtol``
+    of ``|b|`` plus ``slack`` (the arrays' own rounding), c the least-squares factor
+    ``a.b / a.a``; None where it is not, where ``a`` or ``b`` is all zero, or either is not
+    finite. Whether c is 1 is the caller's to judge."""
+    x, y = (np.ravel(np.asarray(v, np.float64)) for v in (a, b))
+    norm = float(x @ x)
+    if x.shape != y.shape or norm == 0.0 or not np.any(y) \
+            or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        return None
+    c = float(x @ y) / norm
+    return c if np.linalg.norm(y - c * x) <= rtol * np.linalg.norm(y) + slack else None
+
+
 def errors(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """``(max abs error, max relative error)`` between two arrays of the same shape.
 

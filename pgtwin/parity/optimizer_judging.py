@@ -100,6 +100,13 @@ class Judged:
     hint: str = ""
     clipping: str = ""
 
+    def said_first(self, note: str) -> None:
+        """Put ``note`` (a cause the step showed: dropout, an optimizer made anew) before
+        the others, once."""
+        if note and note not in self.step_cause:
+            self.cause = "; ".join(x for x in (note, self.cause) if x)
+            self.step_cause = "; ".join(x for x in (note, self.step_cause) if x)
+
 
 NO_KERAS_OPTIMIZER = ("no Keras optimizer found on the TF2 object to compare settings with "
                       "(TF2Program.optimizer names it); compared through the weights")

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from pgtwin_core.errors import DisconnectedGradientError
-from pgtwin.parity.ladder import Row, compare_arrays
+from pgtwin.parity.ladder import Row, common_factor, compare_arrays
 
 #: Default ``(rtol, atol)`` by the variables' dtype and rung (``None``: every other rung).
 #: float32: graph and eager run the same kernels, but Grappler may fuse ops and change the
@@ -60,24 +60,12 @@ def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str])
         return (f"every row of {sides[1]}'s {key!r} is the same, {sides[0]}'s are not: the "
                 "layers before the output pass nothing on (a Dropout given keep_prob as its "
                 "rate drops everything at keep_prob 1; a ReLU dead on every input?)")
-    factor = _common_factor(a, b)
-    if factor is not None:
+    factor = common_factor(a, b, 1e-4)
+    if factor is not None and abs(factor - 1.0) > 1e-4:
         return (f"{sides[1]}'s {key!r} is {factor:.4g}x {sides[0]}'s, all of it: an input "
                 "scaled on one side only (observations divided by 255, a normalisation), or "
                 "a scale in one side's layers")
     return ""
-
-
-def _common_factor(a: np.ndarray, b: np.ndarray) -> float | None:
-    """c where ``b`` is ``c a`` to 1e-4 of its norm and c is not 1 (nor 0), else None."""
-    x, y = np.ravel(np.asarray(a, np.float64)), np.ravel(np.asarray(b, np.float64))
-    norm = float(x @ x)
-    if x.shape != y.shape or norm == 0.0 or not np.all(np.isfinite(y)):
-        return None
-    c = float(x @ y) / norm
-    if c == 0.0 or abs(c - 1.0) <= 1e-4 or np.linalg.norm(y - c * x) > 1e-4 * np.linalg.norm(y):
-        return None
-    return c
 
 
 def _rows_alike(x: np.ndarray) -> bool:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pgtwin.parity.ladder import common_factor
+
 _TINY = 1e-12
 
 
@@ -62,13 +64,13 @@ def copy_rate_note(d1: np.ndarray, d2: np.ndarray, assigner: str = "",
     own rounding, ``rounding`` = (TF1's, TF2's) machine epsilon times the norm of the values
     after the step (a float32 kernel of |w| ~ 0.3 moved by 0.005 (w - t) is a few ulps a
     step). ``assigner``: TF1's assign op."""
-    a, b = np.ravel(d1).astype(np.float64), np.ravel(d2).astype(np.float64)
-    norm1 = float(a @ a)
-    if norm1 <= _TINY ** 2 or not np.any(b):
+    if np.linalg.norm(d1) <= _TINY:
         return ""
-    c = float(a @ b) / norm1
-    allowed = 1e-3 * np.linalg.norm(b) + 2.0 * (rounding[1] + abs(c) * rounding[0])
-    if abs(c - 1.0) <= 1e-3 or np.linalg.norm(b - c * a) > allowed:
+    guess = common_factor(d1, d2, 1.0)  # the factor, to scale TF1's rounding by
+    if guess is None:
+        return ""
+    c = common_factor(d1, d2, 1e-3, 2.0 * (rounding[1] + abs(guess) * rounding[0]))
+    if c is None or abs(c - 1.0) <= 1e-3:
         return ""
     where = f" (TF1 runs it in {assigner})" if assigner else ""
     return (f"TF2's update of this state variable is {c:.4g}x TF1's, all of it: a copy moved "

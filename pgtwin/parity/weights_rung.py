@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from pgtwin.parity.ladder import Row, compare_arrays
+from pgtwin.parity.ladder import Row, common_factor, compare_arrays
 from pgtwin.parity.model_state import COPY_MOVED, STATE_CAUSE, STATE_MOVED
 from pgtwin.parity.optimizer_config import drift_hint, keras_optimizer, tf1_step_races
 from pgtwin.parity.optimizer_judging import (Judged, first_step_groups, iterations,
@@ -84,22 +84,17 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                                         drifts, made, dtype, rtol, atol, ctx)
             random = random_step_note(eager)
             for j in judged:  # dropout in the step: the likeliest cause, said first
-                j.cause = j.step_cause = "; ".join(x for x in (random, j.cause) if x)
+                j.said_first(random)
             for j in judged:
                 rows += j.group.named(rates_after_first_step(j.rows, j.group, where))
         elif made:
             for j in judged:  # its state (Adam's moments, iterations) starts again
-                note = remade_note(made, step)
-                j.cause = "; ".join(x for x in (note, j.cause) if x)
-                j.step_cause = "; ".join(x for x in (note, j.step_cause) if x)
+                j.said_first(remade_note(made, step))
         if failure is not None:
             return rows + [failure]
         after1, after2 = _all_values(legacy), _all_values(eager)
         for j in judged:  # apply_gradients called more than once a step
-            note = iterations_note(j.group.keras, counted)
-            if note and note not in j.step_cause:
-                j.cause = "; ".join(x for x in (note, j.cause) if x)
-                j.step_cause = "; ".join(x for x in (note, j.step_cause) if x)
+            j.said_first(iterations_note(j.group.keras, counted))
         by_name = {n: j for j in judged for n in j.group.tf1_names}
         gradient_rows = [] if moments is None else [
             r for j in judged if j.group.tf1_kind == j.group.keras_kind == "adam"
@@ -112,9 +107,7 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
             gradient_rows = [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
                                                 FOLLOWS_EARLIER, r.context)
                              for r in gradient_rows]
-        gradient_rows = [r if r.ok or not random else Row(
-            r.rung, r.item, r.max_abs, r.max_rel, False, f"{random}; {r.note}", r.context)
-            for r in gradient_rows]
+        gradient_rows = _noted(gradient_rows, random)
         scaled = "" if gradient_rows else _scaled_step_note(
             [(a, b) for a, b in pairs if not by_name[a].step_cause],
             before1, after1, before2, after2)
@@ -131,9 +124,9 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         if step == 1:
             took_same = bool(gradient_rows) and all(r.ok for r in gradient_rows)
         elif took_same:  # Adam's steps from equal first gradients: last bits amplified
-            adam = {n for j in judged if j.group.tf1_kind == j.group.keras_kind == "adam"
-                    for n in j.group.tf1_names}
-            step_rows = [_adam_noise(r) if r.item.split(" -> ")[0] in adam else r
+            adam_names = {n for j in judged if j.group.tf1_kind == j.group.keras_kind == "adam"
+                          for n in j.group.tf1_names}
+            step_rows = [_adam_noise(r) if r.item.split(" -> ")[0] in adam_names else r
                          for r in step_rows]
         if not all(r.ok for r in gradient_rows + step_rows) and legacy_step:
             race = _race_note(legacy)  # TF1's own step is no one computation
@@ -201,11 +194,8 @@ def _scaled_step_note(pairs: list[tuple[str, str]], before1, after1, before2,
                          for a, _ in pairs])
     d2 = np.concatenate([np.ravel(np.asarray(after2[b], np.float64) - before2[b])
                          for _, b in pairs])
-    norm1 = float(d1 @ d1)
-    if norm1 == 0.0 or not np.any(d2):
-        return ""
-    c = float(d1 @ d2) / norm1
-    if abs(c - 1.0) <= 1e-3 or np.linalg.norm(d2 - c * d1) > 1e-3 * np.linalg.norm(d2):
+    c = common_factor(d1, d2, 1e-3)
+    if c is None or abs(c - 1.0) <= 1e-3:
         return ""
     return (f"the TF2 train step moved every weight {c:.4g}x as far as TF1's, all of it: a "
             "loss scaled in the train step (a mean against a sum, a coefficient) or a "
@@ -262,11 +252,10 @@ def _train_gradient_note(taken: list[tuple[np.ndarray, np.ndarray]], clipping: s
     (c > 1, with ``clipping`` said) or a scaled loss; else :data:`TRAIN_GRADIENT`."""
     g1 = np.concatenate([a.ravel() for a, _ in taken])
     g2 = np.concatenate([b.ravel() for _, b in taken])
-    norm1, norm2 = float(g1 @ g1), float(np.linalg.norm(g2))
-    if norm1 == 0.0 or norm2 == 0.0:
+    if not (np.any(g1) and np.any(g2)):
         return TRAIN_GRADIENT
-    c = float(g1 @ g2) / norm1
-    common = np.linalg.norm(g2 - c * g1) <= 1e-6 * norm2
+    c = common_factor(g1, g2, 1e-6)
+    common = c is not None
     factor = f"the TF2 train step's gradient is {c:.4g}x TF1's, all of it: " if common else ""
     if clipping:  # the two sides clip differently: the likeliest cause, said first
         return factor + clipping if common else (
