@@ -141,6 +141,18 @@ def test_name_map_overrides_the_inference_and_its_mistakes_are_named():
     assert any("shapes differ" in p.message for p in wrong.problems)
     unknown = infer_mapping(TF1[:2], KERAS[:2], {"actor/fc9/W": "sequential/dense/kernel"})
     assert any("not compared" in p.message for p in unknown.problems)
+    # A name that is no variable has no shape: "()" would read as a scalar variable, in the
+    # text, the error and the JSON records alike.
+    (missing,) = [p for p in unknown.problems if p.variable.name == "actor/fc9/W"]
+    assert missing.described == "TF1 actor/fc9/W (no such variable)"
+    assert "UNPAIRED TF1 actor/fc9/W (no such variable): name_map names" in unknown.to_table()
+    assert "actor/fc9/W ()" not in str(MappingError(unknown))
+    (record,) = [r for r in unknown.to_records("weights") if r.get("name") == "actor/fc9/W"]
+    assert record["shape"] is None
+    # a real unpaired variable keeps its shape
+    extra = infer_mapping(TF1[:3], KERAS[:2])
+    (fc2_w,) = [p for p in extra.problems if p.variable.name == "actor/fc2/W"]
+    assert fc2_w.described == "TF1 actor/fc2/W (64, 64)"
 
 
 # ------------------------------------------------------------------ initialisation

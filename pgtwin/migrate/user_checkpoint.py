@@ -330,7 +330,7 @@ def _pairings(tf1_infos: list[VariableInfo], tf1_state: list[VariableInfo], eage
 def _refuse_unpaired(mapping: VariableMapping, eager: TF2Side, prefix: str,
                      have_program: bool) -> None:
     """Every variable on both sides paired, and every trainable model variable read by the loss."""
-    lines = [f"- {p.side} {p.variable.name} {p.variable.shape}: {p.message}"
+    lines = [f"- {p.described}: {p.message}"
              for p in mapping.problems]
     if eager.not_compared:
         lines.append(f"- TF2 {eager.not_compared}: trainable variables of the model that "

@@ -141,7 +141,7 @@ def explain_roles(weights: VariableMapping, state: VariableMapping) -> None:
     ``trainable=False``, and a migration that forgot ``layer.trainable = False`` trains it.
     """
     def across(problem: MappingProblem, others: list[MappingProblem]) -> list[MappingProblem]:
-        return [o for o in others if o.side != problem.side
+        return [o for o in others if o.side != problem.side and o.exists and problem.exists
                 and o.variable.shape == problem.variable.shape]
 
     def names(found: list[MappingProblem]) -> str:

@@ -59,6 +59,15 @@ class MappingProblem:
     side: str
     variable: VariableInfo
     message: str
+    exists: bool = True
+    """False for a name the user gave (``name_map``) that names no variable: it has no shape."""
+
+    @property
+    def described(self) -> str:
+        """``"TF1 name (3, 4)"``; a name that is no variable without a shape (a ``()`` would
+        read as a scalar variable)."""
+        shape = f" {self.variable.shape}" if self.exists else " (no such variable)"
+        return f"{self.side} {self.variable.name}{shape}"
 
 
 @dataclass
@@ -85,7 +94,7 @@ class VariableMapping:
                 "tf2": p.tf2.name, "tf2_shape": list(p.tf2.shape), "paired_by": p.how}
                for p in self.pairs]
         out += [{"role": role, "unpaired": p.side, "name": p.variable.name,
-                 "shape": list(p.variable.shape), "message": p.message}
+                 "shape": list(p.variable.shape) if p.exists else None, "message": p.message}
                 for p in self.problems]
         return out
 
@@ -100,7 +109,7 @@ class VariableMapping:
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
         lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
         lines += [fmt.format(*r) for r in rows]
-        lines += [f"UNPAIRED {p.side} {p.variable.name} {p.variable.shape}: {p.message}"
+        lines += [f"UNPAIRED {p.described}: {p.message}"
                   for p in self.problems if with_problems]
         return "\n".join(lines)
 
@@ -111,8 +120,8 @@ class MappingError(ValueError):
     def __init__(self, mapping: VariableMapping):
         self.mapping = mapping
         super().__init__("the TF1 and TF2 variables could not be paired:\n"
-                         + "\n".join(f"- {p.side} {p.variable.name} {p.variable.shape}: "
-                                     f"{p.message}" for p in mapping.problems)
+                         + "\n".join(f"- {p.described}: {p.message}"
+                                     for p in mapping.problems)
                          + "\nPair them with name_map={tf1 name: tf2 name} "
                          "(pgtwin compare --map OLD=NEW).")
 
@@ -249,7 +258,7 @@ def _pair_by_name_map(state: _Pairing, name_map: Mapping[str, str]) -> list[Mapp
             close = difflib.get_close_matches(old, list(by1), n=3)
             problems.append(MappingProblem(
                 "TF1", VariableInfo(old, ()), f"name_map names a TF1 variable that is not "
-                f"compared (close: {close or list(by1)})"))
+                f"compared (close: {close or list(by1)})", exists=False))
         elif new not in by2:
             close = difflib.get_close_matches(new, list(by2), n=3)
             problems.append(MappingProblem(

@@ -53,8 +53,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="with --tf2: dtype= for the factories (default: the checkpoint's)")
     p.add_argument("--map", action="append", default=[], metavar="OLD=NEW",
                    help="rename a TF1 variable (actor/fc1/W=policy/dense_0/kernel) or a scope "
-                        "(actor/=policy/); slots follow their variable; with --tf2: pair TF1 "
-                        "variable OLD with TF2 variable NEW; repeatable")
+                        "(actor/=policy/) for pgtwin's agent; slots follow their variable; "
+                        "with --tf2: pair one TF1 variable OLD with one TF2 variable NEW "
+                        "(full names, no scopes); repeatable")
     p.add_argument("--drop", action="append", default=[], metavar="NAME",
                    help="leave out a TF1 variable (global_step) or scope (critic/); repeatable")
     p.add_argument("--env", default=None, metavar="ENV_ID",
