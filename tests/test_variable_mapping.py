@@ -286,6 +286,36 @@ def test_scopes_that_number_a_layer_differently_are_not_similar_names():
         ("actor/fc1/bn/gamma", "actor/fc1_bn/gamma"), ("actor/fc2/bn/gamma", "actor/fc2_bn/gamma")}
 
 
+def test_layers_counted_from_one_and_from_zero_pair_by_creation_order_whole():
+    # With the creation order (a --tf1 program): TF1's 1-based pi/l1..l3 against a faithful
+    # port's 0-based pi/l0..l2, hidden layers 64 x 64. Before, the names won where the order
+    # "crossed" them: l2/W and l1/b, l2/b went to their namesakes and l3/W to l1/kernel by
+    # order, so l1's kernel and bias were split between two Keras layers and l3/b was left
+    # unpaired. Every numbered pair of the order is 1 apart, so the order is taken, whole,
+    # and the table says why (by hand: l_k pairs with l_(k-1) for k = 1, 2, 3).
+    tf1 = [V(f"pi/l{i}/{leaf}", shape) for i, width in ((1, 4), (2, 64), (3, 64))
+           for leaf, shape in (("W", (width, 64)), ("b", (64,)))]
+    tf1 += [V("pi/out/W", (64, 2)), V("pi/out/b", (2,))]
+    tf2 = [V(f"pi/l{i}/{leaf}", shape) for i, width in ((0, 4), (1, 64), (2, 64))
+           for leaf, shape in (("kernel", (width, 64)), ("bias", (64,)))]
+    tf2 += [V("pi/out/kernel", (64, 2)), V("pi/out/bias", (2,))]
+    mapping = infer_mapping(tf1, tf2)
+    assert mapping.ok, mapping.to_table()
+    want = {f"pi/l{k}/{a}": f"pi/l{k - 1}/{b}" for k in (1, 2, 3)
+            for a, b in (("W", "kernel"), ("b", "bias"))}
+    want.update({"pi/out/W": "pi/out/kernel", "pi/out/b": "pi/out/bias"})
+    assert mapping.tf2_name() == want
+    hows = {p.tf1.name: p.how for p in mapping.pairs}
+    assert hows["pi/l2/W"] == "creation order and shape (the scopes count layers +1 apart)"
+    assert hows["pi/out/W"] == "creation order and shape"
+    # a shift that is not the same for every layer is no renumbering: the names still win
+    # where the order would cross them (an actor-critic read critic first: shift 0 there)
+    crossed = [V("actor/fc1/W", (8, 8)), V("critic/fc1/W", (8, 8))]
+    read = [V("m/critic/fc1/kernel", (8, 8)), V("m/actor/fc1/kernel", (8, 8))]
+    assert infer_mapping(crossed, read).tf2_name() == {
+        "actor/fc1/W": "m/actor/fc1/kernel", "critic/fc1/W": "m/critic/fc1/kernel"}
+
+
 def test_a_gru_bias_of_another_reset_after_names_reset_after_not_use_bias():
     # TF1's tf.keras GRU (reset_after=False): bias (3 units,); TF2's default
     # (reset_after=True): bias (2, 3 units). The kernels have the same shapes.

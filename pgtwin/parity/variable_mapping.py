@@ -5,7 +5,9 @@ pairing is inferred, in this order:
 
 1. ``name_map`` (``{tf1 name: tf2 name}``), the user's word, applied first;
 2. creation order and shape (where it crosses two variables whose scoped names say the same,
-   ``actor_h/kernel`` ~ ``model/actor_h/kernel``, those names pair first): both lists in order (TF1: creation order; TF2: the order the
+   ``actor_h/kernel`` ~ ``model/actor_h/kernel``, those names pair first, unless the order
+   pairs every numbered layer the same count apart, ``l1`` ~ ``l0``, ``l2`` ~ ``l1``: a 1-based
+   and a 0-based count): both lists in order (TF1: creation order; TF2: the order the
    loss first reads them, which is the layers' order), each variable a token
    ``(shape, kind)``, aligned like a diff (:class:`difflib.SequenceMatcher`), so a variable
    one side has and the other lacks (a bias a Keras ``Dense`` gained) leaves the rest
@@ -315,11 +317,39 @@ def _pair_named_against_order(state: _Pairing, skip: set[str]) -> None:
             named.append((a, fits[0]))
     trial = _Pairing(list(state.tf1), list(state.tf2), dict(state.paired), set(state.used2))
     _pair_by_order(trial, skip)
+    shift = _renumbered([p for n, p in trial.paired.items() if n not in state.paired])
+    if shift:  # the order pairs every numbered layer the same count apart: take it
+        for name, p in trial.paired.items():
+            if name not in state.paired:
+                apart = _numbers(p.tf1.name).keys() & _numbers(p.tf2.name).keys()
+                state.pair(p.tf1, p.tf2, p.how + (f" (the scopes count layers {shift:+d} "
+                                                  "apart)" if apart else ""))
+        return
     crossed = [(a, c) for a, c in named
                if a.name not in trial.paired or trial.paired[a.name].tf2.name != c.name]
     if any(a.name in trial.paired for a, _ in crossed):
         for a, c in crossed:
             state.pair(a, c, "name (the creation order disagreed)")
+
+
+def _numbers(name: str) -> dict[str, int]:
+    """The scope's numbered words by stem (``pi/fc2/W`` -> ``{"fc": 2}``); a bare number
+    (Keras' ``dense_3`` counts layers per process) says nothing."""
+    _, words = _name_parts(name)
+    return {m.group(1): int(m.group(2)) for m in
+            (re.fullmatch(r"([a-z][a-z]*?)(\d+)", w) for w in words) if m}
+
+
+def _renumbered(pairs: Sequence[Pair]) -> int:
+    """The shift ``n`` when the pairs that number a layer on both sides (the same stem) all
+    differ by the same ``n != 0``, at least two of them (``l1 ~ l0``, ``l2 ~ l1``: one side
+    counts from 1, the other from 0); else 0. Then the names' numbers say nothing about
+    which layer is which, and the creation order does."""
+    shifts = {one[stem] - two[stem] for p in pairs
+              for one, two in [(_numbers(p.tf1.name), _numbers(p.tf2.name))]
+              for stem in one.keys() & two.keys()}
+    counted = sum(len(_numbers(p.tf1.name).keys() & _numbers(p.tf2.name).keys()) for p in pairs)
+    return next(iter(shifts)) if len(shifts) == 1 and counted >= 2 and 0 not in shifts else 0
 
 
 def _scoped_same_name(a: str, b: str) -> bool:
