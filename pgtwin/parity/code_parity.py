@@ -239,8 +239,7 @@ def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     for problem in mapping.problems:
         rows.append(Row("variables", f"{problem.side} {problem.variable.name}",
                         float("inf"), float("inf"), False,
-                        (f"{problem.variable.shape}: " if problem.exists else "")
-                        + problem.message, ctx))
+                        f"{problem.shape_text}: {problem.message}", ctx))
     stepped = legacy.stepped_not_compared()
     rows.extend(Row("variables", f"TF1 {n}", 0.0, 0.0, True,
                     NOT_COMPARED_STEPPED.format(kind=stepped[n]) if n in stepped else

@@ -65,11 +65,14 @@ class MappingProblem:
     """False for a name the user gave (``name_map``) that names no variable: it has no shape."""
 
     @property
+    def shape_text(self) -> str:
+        """``"(3, 4)"``, or ``"(no such variable)"``: a ``()`` would read as a scalar."""
+        return str(self.variable.shape) if self.exists else "(no such variable)"
+
+    @property
     def described(self) -> str:
-        """``"TF1 name (3, 4)"``; a name that is no variable without a shape (a ``()`` would
-        read as a scalar variable)."""
-        shape = f" {self.variable.shape}" if self.exists else " (no such variable)"
-        return f"{self.side} {self.variable.name}{shape}"
+        """``"TF1 name (3, 4)"``."""
+        return f"{self.side} {self.variable.name} {self.shape_text}"
 
 
 @dataclass
@@ -321,9 +324,8 @@ def _pair_named_against_order(state: _Pairing, skip: set[str]) -> None:
     if shift:  # the order pairs every numbered layer the same count apart: take it
         for name, p in trial.paired.items():
             if name not in state.paired:
-                apart = _numbers(p.tf1.name).keys() & _numbers(p.tf2.name).keys()
                 state.pair(p.tf1, p.tf2, p.how + (f" (the scopes count layers {shift:+d} "
-                                                  "apart)" if apart else ""))
+                                                  "apart)" if _layer_shifts(p) else ""))
         return
     crossed = [(a, c) for a, c in named
                if a.name not in trial.paired or trial.paired[a.name].tf2.name != c.name]
@@ -340,16 +342,19 @@ def _numbers(name: str) -> dict[str, int]:
             (re.fullmatch(r"([a-z][a-z]*?)(\d+)", w) for w in words) if m}
 
 
+def _layer_shifts(pair: Pair) -> list[int]:
+    """TF1's number less TF2's, for each stem that numbers a layer on both sides."""
+    one, two = _numbers(pair.tf1.name), _numbers(pair.tf2.name)
+    return [one[stem] - two[stem] for stem in one.keys() & two.keys()]
+
+
 def _renumbered(pairs: Sequence[Pair]) -> int:
-    """The shift ``n`` when the pairs that number a layer on both sides (the same stem) all
-    differ by the same ``n != 0``, at least two of them (``l1 ~ l0``, ``l2 ~ l1``: one side
-    counts from 1, the other from 0); else 0. Then the names' numbers say nothing about
-    which layer is which, and the creation order does."""
-    shifts = {one[stem] - two[stem] for p in pairs
-              for one, two in [(_numbers(p.tf1.name), _numbers(p.tf2.name))]
-              for stem in one.keys() & two.keys()}
-    counted = sum(len(_numbers(p.tf1.name).keys() & _numbers(p.tf2.name).keys()) for p in pairs)
-    return next(iter(shifts)) if len(shifts) == 1 and counted >= 2 and 0 not in shifts else 0
+    """The shift ``n`` when the pairs that number a layer on both sides all differ by the same
+    ``n != 0``, at least two of them (``l1 ~ l0``, ``l2 ~ l1``: one side counts from 1, the
+    other from 0); else 0. Then the names' numbers say nothing about which layer is which,
+    and the creation order does."""
+    shifts = [n for p in pairs for n in _layer_shifts(p)]
+    return shifts[0] if len(shifts) >= 2 and len(set(shifts)) == 1 and shifts[0] else 0
 
 
 def _scoped_same_name(a: str, b: str) -> bool:
