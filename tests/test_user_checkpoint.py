@@ -18,6 +18,7 @@ import tensorflow as tf
 from pgtwin.cli import main
 from pgtwin.cli.factories import FactoryError, load_factory
 from pgtwin.parity.programs import TF1Program, TF2Program
+from pgtwin.migrate.agent_checkpoint import ConversionVerificationError
 from pgtwin.migrate.user_checkpoint import UserCheckpointError, convert_user_checkpoint
 
 tf1 = tf.compat.v1
@@ -562,3 +563,32 @@ def test_a_drop_that_matches_nothing_and_a_directory_destination_are_refused(tmp
     with pytest.raises(UserCheckpointError, match=r"ends in '/': it is a prefix"):
         convert_user_checkpoint(prefix, str(tmp_path / "dir") + "/", None, tf2_program(), batch)
     assert not any(p.name.startswith(("out", "dir")) for p in tmp_path.iterdir())
+
+
+def test_outputs_that_part_in_the_verification_are_told_why_as_compare_tells_it(tmp_path):
+    # The port left out the hidden layer's tanh: every value restores exactly, and the
+    # restored model still computes other logits. The verification's forward pass is
+    # compare's (pgtwin.parity.forward_rows): its outputs rows say why, where they used to
+    # give the numbers alone. By hand: TF1's loss goes through one tanh (fc1), the Keras
+    # layers apply none, so the note counts "tanh x1" against "none".
+    batch = make_batch()
+    _, _, src = trained_tf1(tmp_path, batch)
+
+    class WithoutTanh(TF2Policy):
+        def __init__(self):
+            super().__init__()
+            self.model = keras.Sequential([
+                keras.Input((OBS_DIM,)), keras.layers.Dense(HIDDEN, name="fc1"),
+                keras.layers.Dense(N_ACTIONS, name="out")], name="pi")
+
+    program = TF2Program(build=WithoutTanh, loss=lambda agent, b: agent.loss(b),
+                         outputs=["logits"], optimizer="optimizer", model="model")
+    with pytest.raises(ConversionVerificationError) as err:
+        convert_user_checkpoint(src, str(tmp_path / "tf2" / "ckpt"), tf1_program(), program,
+                                batch)
+    parted = [r for r in err.value.report.rows if not r.ok]
+    assert {r.rung for r in parted} >= {"outputs"}
+    (logits,) = [r for r in parted if r.rung == "outputs"]
+    assert "the activations differ" in logits.note and "tanh x1" in logits.note, logits.note
+    assert "the Keras layers apply none" in logits.note
+    assert not (tmp_path / "tf2").exists() or not os.listdir(tmp_path / "tf2")

@@ -60,7 +60,8 @@ from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.model_state import VARIABLE_OPS, split_name_map
 from pgtwin.parity.optimizer_config import (keras_optimizer, optimizer_rows, tf1_clipping,
                                             tf1_rate_reads)
-from pgtwin.parity.parity_rows import output_rows, tolerances
+from pgtwin.parity.forward_rows import forward_rows
+from pgtwin.parity.parity_rows import tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
 from pgtwin.migrate.tf1_checkpoint import (
@@ -656,10 +657,7 @@ def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2
     if legacy is not None:
         legacy_out = legacy.run()
         eager_out, _ = fresh.run()
-        report.rows.extend(output_rows(legacy_out, eager_out, *tol["outputs"], dtype,
-                                       sides=("TF1Program", "TF2Program")))
-        report.add(compare_arrays("loss", "loss", legacy_out["loss"], eager_out["loss"],
-                                  *tol["loss"], dtype))
+        report.rows.extend(forward_rows(legacy, fresh, legacy_out, eager_out, fed, tol, dtype))
     if adam is not None:
         rng = np.random.default_rng(seed)
         grads = {p.tf1.name: 0.1 * rng.standard_normal(p.tf1.shape) for p in mapping.pairs}

@@ -26,11 +26,10 @@ from typing import Any
 import numpy as np
 
 from pgtwin.parity.initialisation import INIT_MODES, copy_rows, initial_value_row
-from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
-from pgtwin.parity.loss_hints import ratio_hint, regularization_hint, softmax_hint
+from pgtwin.parity.ladder import ParityReport, Row
+from pgtwin.parity.forward_rows import forward_rows
 from pgtwin.parity.model_state import explain_roles, split_name_map
-from pgtwin.parity.output_notes import with_layer_hints, with_randomness
-from pgtwin.parity.parity_rows import gradient_rows, output_rows, tolerances
+from pgtwin.parity.parity_rows import gradient_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
@@ -138,12 +137,7 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
 
     legacy_out = legacy.run()
     eager_out, eager_grads = eager.run()
-    if eager.program.outputs is None:  # TF1Program.outputs' keys; the loss's others left out
-        eager_out = {k: v for k, v in eager_out.items() if k in legacy_out}
-    rows = with_layer_hints(output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
-                                         sides=("TF1Program", "TF2Program")), legacy, eager)
-    rows.append(_loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx))
-    report.rows.extend(with_randomness(rows, legacy, eager, legacy_out, eager_out))
+    report.rows.extend(forward_rows(legacy, eager, legacy_out, eager_out, fed, tol, ctx))
     tf1_grads, tf2_grads = legacy.gradients(), {n: eager_grads[to_tf2[n]] for n in to_tf2}
     report.rows.extend(gradient_rows(tf1_grads, tf2_grads, *tol["gradients"], ctx))
     stuck = {n for n in to_tf2 if tf2_grads[n] is None and tf1_grads[n] is not None}
@@ -271,22 +265,6 @@ def _initial_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping, fai
                               legacy.initializer_kind(p.tf1.name),
                               eager.initializer_of(p.tf2.name))
             for p in mapping.pairs]
-
-
-def _loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np.ndarray],
-              rtol: float, atol: float, ctx: str) -> Row:
-    """The loss row, with the likely mistake as its note when the two part."""
-    row = compare_arrays("loss", "loss", a, b, rtol, atol, ctx)
-    if row.ok or np.shape(a) != () or np.shape(b) != ():
-        return row
-    a, b = float(a), float(b)
-    sizes = [s for x in fed.values() for s in np.shape(x)[:2]]
-    sizes += [int(np.prod(np.shape(x)[:2])) for x in fed.values() if np.ndim(x) >= 2]
-    hint = (ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10)
-            or regularization_hint(legacy, a, b)
-            or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a))
-    return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
-               hint or f"TF1 loss {a:.6g}, TF2 loss {b:.6g}", ctx)
 
 
 def is_program_pair(a: Any, b: Any) -> bool:

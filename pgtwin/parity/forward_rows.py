@@ -1,0 +1,50 @@
+"""The outputs and loss rows of one forward pass of both programs, each that parts told its
+likely cause: what ``pgtwin compare`` reports after the variables, and what
+``convert-checkpoint --tf2 --tf1`` checks the restored model against.
+
+The notes come from :mod:`pgtwin.parity.output_notes` (a batch-norm epsilon or an activation
+that differs, a random forward pass) and :mod:`pgtwin.parity.loss_hints` (a loss a count
+apart, a regulariser only one side adds, a softmax applied twice).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from pgtwin.parity.ladder import Row, compare_arrays
+from pgtwin.parity.loss_hints import ratio_hint, regularization_hint, softmax_hint
+from pgtwin.parity.output_notes import with_layer_hints, with_randomness
+from pgtwin.parity.parity_rows import output_rows
+from pgtwin.parity.tf1_side import TF1Side
+from pgtwin.parity.tf2_side import TF2Side
+
+
+def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.ndarray],
+                 eager_out: Mapping[str, np.ndarray], fed: Mapping[str, np.ndarray],
+                 tol: Mapping[str, tuple[float, float]], ctx: str) -> list[Row]:
+    """The ``outputs`` rows (the TF1 program's outputs against the TF2 program's: where the
+    TF2 program names none, those of its loss's results that TF1 names) and the ``loss``
+    row, with their notes. ``tol``: ``parity_rows.tolerances``' ``outputs`` and ``loss``."""
+    if eager.program.outputs is None:
+        eager_out = {k: v for k, v in eager_out.items() if k in legacy_out}
+    rows = with_layer_hints(output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
+                                        sides=("TF1Program", "TF2Program")), legacy, eager)
+    rows.append(loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx))
+    return with_randomness(rows, legacy, eager, legacy_out, eager_out)
+
+
+def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np.ndarray],
+             rtol: float, atol: float, ctx: str) -> Row:
+    """The loss row, with the likely mistake as its note when the two part."""
+    row = compare_arrays("loss", "loss", a, b, rtol, atol, ctx)
+    if row.ok or np.shape(a) != () or np.shape(b) != ():
+        return row
+    a, b = float(a), float(b)
+    sizes = [s for x in fed.values() for s in np.shape(x)[:2]]
+    sizes += [int(np.prod(np.shape(x)[:2])) for x in fed.values() if np.ndim(x) >= 2]
+    hint = (ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10)
+            or regularization_hint(legacy, a, b)
+            or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a))
+    return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
+               hint or f"TF1 loss {a:.6g}, TF2 loss {b:.6g}", ctx)
