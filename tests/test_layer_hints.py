@@ -30,6 +30,25 @@ def test_a_network_called_twice_counts_its_layers_once_and_squashing_is_not_a_la
         assert tf1_activations(loss) == Counter({"relu": 1})
 
 
+def test_an_activation_after_a_layers_batch_norm_is_the_layers():
+    # relu(bn(x @ w1)) with tf.nn.batch_normalization (x * inv + (beta - mean * inv), inv from
+    # an Rsqrt) and elu(FusedBatchNorm(conv2d(img, w2))): one relu and one elu layer. Before, an
+    # activation after a batch norm was no layer's, and a faithful port's Keras ReLU layer
+    # read as an activation TF1 lacks.
+    with tf.Graph().as_default():
+        tf1.set_random_seed(0)  # op determinism may be on in this process
+        w1 = tf1.get_variable("w1", [3, 4])
+        w2 = tf1.get_variable("w2", [1, 1, 4, 4])
+        h = tf.matmul(tf.ones([5, 3]), w1)
+        mean, var = tf.nn.moments(h, axes=[0])
+        h = tf.nn.relu(tf.nn.batch_normalization(h, mean, var, tf.zeros([4]), tf.ones([4]),
+                                                 1e-3))
+        img = tf.reshape(h, [1, 1, 5, 4])
+        y, _, _ = tf1.nn.fused_batch_norm(tf.nn.conv2d(img, w2, 1, "SAME"), tf.ones([4]),
+                                          tf.zeros([4]))
+        assert tf1_activations(tf.reduce_sum(tf.nn.elu(y))) == Counter({"relu": 1, "elu": 1})
+
+
 def test_keras_layers_count_those_holding_compared_variables_and_a_missing_one_is_named():
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="relu"),
                               keras.layers.Dense(2, activation="tanh"), keras.layers.ReLU()])

@@ -17,12 +17,14 @@ import tensorflow as tf
 
 from pgtwin.migrate.user_checkpoint import UserCheckpointError, convert_user_checkpoint
 from pgtwin.parity.code_parity import compare_programs
+from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.parity.model_state import STATE_MOVED
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 from tests import bn_programs as bn
 from tests import user_programs as up
 
+tf1 = tf.compat.v1
 BATCH = bn.make_batch()
 STATE = ["policy/bn1/moving_mean", "policy/bn1/moving_variance"]
 
@@ -369,3 +371,61 @@ def test_an_interactive_sessions_values_are_the_starting_state_too():
         assert len(copies) == 2 and all(r.ok for r in copies)
     finally:
         tf1.get_default_session() and tf1.get_default_session().close()
+
+
+class _InferenceKeras(bn.KerasBatchNormAgent):
+    """The port's loss calls the model as ``model(x)``: Keras runs its BatchNormalization in
+    inference mode (the moving statistics), where the TF1 code normalises with the batch's."""
+
+    def loss(self, b):
+        logits = self.model(tf.cast(b["obs"], self.dtype))
+        neglogp = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(b["actions"], tf.int32), logits=logits)
+        return {"loss": tf.reduce_mean(neglogp * tf.cast(b["returns"], self.dtype)),
+                "logits": logits}
+
+
+class _InferenceTF1(bn.BatchNormPolicy):
+    """TF1 code whose forward pass normalises with its moving statistics (inference mode)."""
+
+    def __init__(self):
+        super().__init__()
+        g = tf1.get_default_graph()
+        with tf1.variable_scope("policy", reuse=True):
+            w1, gamma, beta, mean, var, w2, b2 = (tf1.get_variable(n) for n in (
+                "fc1/weights", "bn1/gamma", "bn1/beta", "bn1/moving_mean",
+                "bn1/moving_variance", "out/weights", "out/biases"))
+        h = tf.nn.relu(tf.nn.batch_normalization(tf.matmul(self.obs_ph, w1), mean, var, beta,
+                                                 gamma, bn.EPSILON))
+        self.logits = tf.matmul(h, w2) + b2
+        self.loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=self.act_ph, logits=self.logits) * self.ret_ph)
+        assert g is self.loss.graph
+
+
+def test_batch_norm_run_in_another_mode_on_each_side_is_named_at_the_outputs():
+    # TF1 normalises with the batch's moments (its loss reads no moving statistic); the port's
+    # model(x) runs Keras' BatchNormalization in inference mode (the moving statistics, 0 and
+    # 1 at the start): the outputs part, and the note says which side runs which mode.
+    keras_inference = TF2Program(build=_InferenceKeras, loss=lambda a, b: a.loss(b),
+                                 model="model")
+    report = compare_programs(bn.tf1_program(), keras_inference, BATCH)
+    first = report.first_failure
+    assert first.rung == "outputs", report.to_table()
+    assert first.note.startswith("batch normalisation runs in another mode on each side: "
+                                 "TF1's forward pass normalises with the batch's moments "
+                                 "(training mode"), first.note
+    assert "call the model with training=True" in first.note
+    # The other way round: TF1 reads its moving statistics, the port calls training=True
+    # (it moves policy/bn1/moving_mean and moving_variance in its forward pass).
+    tf1_inference = TF1Program(build=_InferenceTF1,
+                               feeds={"obs": "obs_ph", "actions": "act_ph", "returns": "ret_ph"},
+                               loss="loss", outputs={"logits": "logits"}, train_op="train_op")
+    report = compare_programs(tf1_inference, bn.tf2_program(), BATCH, steps=0)
+    first = report.first_failure
+    assert first.rung == "outputs", report.to_table()
+    assert "its loss reads policy/bn1/moving_mean, policy/bn1/moving_variance: inference " \
+           "mode" in first.note, first.note
+    assert "call the model with training=False" in first.note
+    # a faithful port (both in training mode) says nothing of the kind: it passes
+    assert compare_programs(bn.tf1_program(), bn.tf2_program(), BATCH, steps=0).ok

@@ -120,9 +120,27 @@ def tf1_activations(root: Any) -> Counter:
     return Counter(kind for _, kind in found)
 
 
+def _through_batch_norm(op: tf.Operation) -> tf.Operation:
+    """The op whose output ``op`` normalises, where ``op`` is a batch normalisation (a
+    ``FusedBatchNorm``, or ``tf.nn.batch_normalization``'s ``x * inv + (offset - mean *
+    inv)`` with ``inv`` from an ``Rsqrt``), else ``op``: a layer's activation may follow its
+    batch norm, ``relu(bn(x @ w))``."""
+    if op.type.startswith("FusedBatchNorm"):
+        return op.inputs[0].op
+    if op.type in _ADDS:
+        muls = [t.op for t in op.inputs if t.op.type == "Mul"]
+        if len(muls) == 1 and any(t.op.type == "Sub" for t in op.inputs):
+            inv = muls[0].inputs[1].op
+            if inv.type == "Rsqrt" or (inv.type == "Mul" and any(
+                    t.op.type == "Rsqrt" for t in inv.inputs)):
+                return muls[0].inputs[0].op
+    return op
+
+
 def _layer_kernel(op: tf.Operation) -> str | None:
     """The name of the kernel variable of the layer whose pre-activation ``op`` is (``x @
-    w``, or it plus a bias), else None."""
+    w``, or it plus a bias, either maybe batch-normalised), else None."""
+    op = _through_batch_norm(op)
     if op.type == "BiasAdd":
         op = op.inputs[0].op
     elif op.type in ("Add", "AddV2"):  # x @ w + b: one side linear, the other a variable
@@ -168,6 +186,45 @@ def _variable(v: Any) -> Any:
     """The ``tf.Variable`` behind a Keras 3 variable, or ``v`` itself."""
     inner = getattr(v, "value", None)
     return inner if isinstance(inner, tf.Variable) else v
+
+
+MOVING_STATISTICS = ("moving_mean", "moving_variance")
+"""The leaf names of batch normalisation's moving statistics (TF1's layers and Keras')."""
+
+
+def moving_statistics(names: list[str]) -> list[str]:
+    """The names among ``names`` whose leaf is a moving statistic."""
+    return [n for n in names if n.rsplit("/", 1)[-1].split(":")[0] in MOVING_STATISTICS]
+
+
+def batch_norm_mode_hint(tf1_moving: list[str], tf1_read: list[str], keras_layers: int,
+                         keras_moved: list[str]) -> str:
+    """The note when the two forward passes normalise in different modes, else ''.
+
+    Args:
+      tf1_moving: TF1's moving statistics (its state variables so named).
+      tf1_read: those of them the TF1 loss reads: it normalises with them (inference mode);
+        reading none, it normalises with the batch's moments (training mode).
+      keras_layers: how many ``BatchNormalization`` layers the Keras side holds.
+      keras_moved: the Keras moving statistics one call of the TF2 loss moved: it ran them in
+        training mode (none moved: inference mode, a call without ``training=True``).
+    """
+    if not tf1_moving or not keras_layers:
+        return ""
+    if tf1_read and keras_moved:
+        return ("batch normalisation runs in another mode on each side: TF1's forward pass "
+                f"normalises with its moving statistics (its loss reads {', '.join(tf1_read)}:"
+                " inference mode), while TF2Program.loss calls the Keras model in training "
+                f"mode (it moved {', '.join(keras_moved)}): call the model with training=False "
+                "where the outputs are compared, or feed TF1's training switch True")
+    if not tf1_read and not keras_moved:
+        return ("batch normalisation runs in another mode on each side: TF1's forward pass "
+                "normalises with the batch's moments (training mode: its loss reads none of "
+                f"{', '.join(tf1_moving)}), while the Keras BatchNormalization layers ran in "
+                "inference mode (a call without training=True leaves their moving statistics "
+                "as they were): call the model with training=True in TF2Program.loss, or feed "
+                "TF1's training switch False")
+    return ""
 
 
 def activation_hint(tf1: Counter, keras: Counter) -> str:

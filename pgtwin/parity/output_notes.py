@@ -2,7 +2,8 @@
 
 Two causes the values alone cannot name, each checked only when a row has parted:
 
-* a batch-normalisation epsilon that differs (:mod:`pgtwin.parity.layer_hints`);
+* a batch-normalisation epsilon that differs, or batch normalisation run in another mode
+  on each side (:mod:`pgtwin.parity.layer_hints`);
 * a forward pass that is random: run again on the same inputs and weights it gives other
   values (dropout left on: each side draws its own masks, so no rung can agree);
 * a train step that is random where the loss is not: the Keras model holds dropout layers
@@ -15,9 +16,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from pgtwin.parity.ladder import Row
-from pgtwin.parity.layer_hints import (activation_hint, batch_norm_hint,
+from pgtwin.parity.layer_hints import (activation_hint, batch_norm_hint, batch_norm_mode_hint,
                                        keras_activations, keras_batch_norm_epsilons,
-                                       tf1_activations, tf1_batch_norm_epsilons)
+                                       moving_statistics, tf1_activations,
+                                       tf1_batch_norm_epsilons)
+from pgtwin.parity.model_state import variable_ops
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side, underlying
 
@@ -31,9 +34,23 @@ def with_layer_hints(rows: list[Row], legacy: TF1Side, eager: TF2Side) -> list[R
                            keras_batch_norm_epsilons(eager.layers())) or activation_hint(
         tf1_activations(legacy.loss),
         keras_activations(eager.layers(), {id(underlying(v)) for v in [
-            *eager.variables.values(), *eager.state.values()]}))
+            *eager.variables.values(), *eager.state.values()]})) or _mode_hint(legacy, eager)
     return [r if r.ok or r.note or not hint else
             Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
+
+
+def _mode_hint(legacy: TF1Side, eager: TF2Side) -> str:
+    """:func:`pgtwin.parity.layer_hints.batch_norm_mode_hint` on the two sides: TF1's moving
+    statistics and those its loss reads, the Keras ``BatchNormalization`` layers and the
+    statistics one call of the TF2 loss moves."""
+    tf1_moving = moving_statistics(list(legacy.state))
+    layers = sum(type(x).__name__ == "BatchNormalization" for x in eager.layers())
+    if not tf1_moving or not layers:
+        return ""
+    reached = variable_ops([legacy.loss])
+    tf1_read = [n for n in tf1_moving if legacy.state[n].op in reached]
+    return batch_norm_mode_hint(tf1_moving, tf1_read, layers,
+                                moving_statistics(eager.moved_by_loss()))
 
 
 def with_randomness(rows: list[Row], legacy: TF1Side, eager: TF2Side,

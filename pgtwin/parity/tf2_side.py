@@ -246,6 +246,16 @@ class TF2Side:
                     return f"{type(init).__name__}({config})"
         return ""
 
+    def moved_by_loss(self) -> list[str]:
+        """The state variables one call of the program's loss changes (a Keras
+        ``BatchNormalization`` layer called in training mode moves its statistics), put back
+        after."""
+        with state_kept(self):
+            before = self.state_values()
+            self.program.loss(self.obj, dict(self.inputs))
+            after = self.state_values()
+        return [n for n in before if not np.array_equal(before[n], after[n])]
+
     def run(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray | None]]:
         """``({"loss": ..., outputs}, {name: gradient or None})`` on the inputs (the
         state left as it was: a Keras layer in training mode updates it on every call)."""
