@@ -197,20 +197,18 @@ def moving_statistics(names: list[str]) -> list[str]:
     return [n for n in names if n.rsplit("/", 1)[-1].split(":")[0] in MOVING_STATISTICS]
 
 
-def batch_norm_mode_hint(tf1_moving: list[str], tf1_read: list[str], keras_layers: int,
+def batch_norm_mode_hint(tf1_moving: list[str], tf1_read: list[str],
                          keras_moved: list[str]) -> str:
-    """The note when the two forward passes normalise in different modes, else ''.
+    """The note when the two forward passes normalise in different modes, else '' (for
+    sides that both hold batch normalisation).
 
     Args:
       tf1_moving: TF1's moving statistics (its state variables so named).
       tf1_read: those of them the TF1 loss reads: it normalises with them (inference mode);
         reading none, it normalises with the batch's moments (training mode).
-      keras_layers: how many ``BatchNormalization`` layers the Keras side holds.
       keras_moved: the Keras moving statistics one call of the TF2 loss moved: it ran them in
         training mode (none moved: inference mode, a call without ``training=True``).
     """
-    if not tf1_moving or not keras_layers:
-        return ""
     if tf1_read and keras_moved:
         return ("batch normalisation runs in another mode on each side: TF1's forward pass "
                 f"normalises with its moving statistics (its loss reads {', '.join(tf1_read)}:"

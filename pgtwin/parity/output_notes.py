@@ -1,6 +1,6 @@
 """Notes for the outputs and loss rows that part, from what the two forward passes show.
 
-Two causes the values alone cannot name, each checked only when a row has parted:
+Causes the values alone cannot name, each checked only when a row has parted:
 
 * a batch-normalisation epsilon that differs, or batch normalisation run in another mode
   on each side (:mod:`pgtwin.parity.layer_hints`);
@@ -44,13 +44,12 @@ def _mode_hint(legacy: TF1Side, eager: TF2Side) -> str:
     statistics and those its loss reads, the Keras ``BatchNormalization`` layers and the
     statistics one call of the TF2 loss moves."""
     tf1_moving = moving_statistics(list(legacy.state))
-    layers = sum(type(x).__name__ == "BatchNormalization" for x in eager.layers())
-    if not tf1_moving or not layers:
+    if not tf1_moving or not any(type(x).__name__ == "BatchNormalization"
+                                 for x in eager.layers()):
         return ""
     reached = variable_ops([legacy.loss])
     tf1_read = [n for n in tf1_moving if legacy.state[n].op in reached]
-    return batch_norm_mode_hint(tf1_moving, tf1_read, layers,
-                                moving_statistics(eager.moved_by_loss()))
+    return batch_norm_mode_hint(tf1_moving, tf1_read, moving_statistics(eager.moved_by_loss()))
 
 
 def with_randomness(rows: list[Row], legacy: TF1Side, eager: TF2Side,
