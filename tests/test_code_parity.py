@@ -128,6 +128,36 @@ def test_rmsprop_with_tf1s_settings_parts_at_the_mean_squares_start_until_it_is_
     assert not any("mean square" in r.note or "beta_2" in r.note for r in report.rows)
 
 
+class LazyOnesRMSprop(up.KerasAgent):
+    """A port that builds its RMSprop and sets the velocities to TF1's start (1, or
+    ``start``) inside its first train step, not in ``__init__``."""
+
+    def __init__(self, start, **options):
+        super().__init__(**options)
+        self.optimizer = keras.optimizers.RMSprop(up.LR, rho=0.9, epsilon=1e-10)
+        self.start = start
+
+    def train_step(self, obs, actions, returns):
+        if not self.optimizer.built:
+            self.optimizer.build(self.model.trainable_variables)
+            for v in self.optimizer.variables:
+                if "velocity" in v.name:
+                    v.assign(tf.fill(v.shape, tf.cast(self.start, v.dtype)))
+        super().train_step(obs, actions, returns)
+
+
+@pytest.mark.parametrize("start", [1.0, 0.0])
+def test_velocities_set_in_the_first_train_step_are_read_after_it(start):
+    """Velocities at 1 set lazily: the start is right, and the part of a train step that
+    minimises twice the loss is not blamed on it. At 0 it is."""
+    tf2 = dataclasses.replace(up.tf2_program(), build=lambda: LazyOnesRMSprop(
+        start, train_loss_scale=2.0))
+    bad = failing(compare_programs(up.tf1_rmsprop_program(), tf2, BATCH))
+    assert bad and all(r.rung == "weights" for r in bad)
+    blamed = ["starts its mean square (its 'rms' slot) at 1.0" in r.note for r in bad]
+    assert all(blamed) if start == 0.0 else not any(blamed), bad[0].note
+
+
 def test_a_clipping_left_out_is_caught_at_adams_first_step_by_the_gradient_taken():
     # TF1 clips the gradients' global norm to 0.05 before Adam; the migration does not clip.
     # Adam's first step is lr * g / (|g| + eps) either way, so the weights agree after it,
@@ -382,6 +412,45 @@ def test_keras_clipping_of_another_kind_than_tf1s_fails_even_where_no_gradient_i
     report = compare_programs(up.tf1_program(), up.tf2_program(
         optimizer=keras.optimizers.Adam(up.LR, epsilon=1e-8, clipnorm=1e3)), BATCH, steps=1)
     assert report.ok and report.warnings[0].item == "optimizer.clipnorm"
+
+
+def test_a_keras_clipping_threshold_other_than_tf1s_fails_naming_both():
+    """TF1's clip_norm is read from its graph (``tf.clip_by_global_norm``'s ``mul``); the
+    Keras optimizer's global_clipnorm of another value fails at its row, with the fix."""
+    optimizer = keras.optimizers.Adam(up.LR, epsilon=1e-8, global_clipnorm=0.1)
+    report = compare_programs(up.tf1_clipped_program(up.LR, 0.05),
+                              up.tf2_program(optimizer=optimizer), BATCH, steps=1)
+    first = report.first_failure
+    assert first.item == "optimizer.global_clipnorm", report.to_table()
+    assert first.note == ("TF1 clips the gradients by their global norm at 0.05 in its graph "
+                          "and Adam has global_clipnorm=0.1: write global_clipnorm=0.05")
+    assert first.max_abs == pytest.approx(0.05)
+    right = keras.optimizers.Adam(up.LR, epsilon=1e-8, global_clipnorm=0.05)
+    report = compare_programs(up.tf1_clipped_program(up.LR, 0.05),
+                              up.tf2_program(optimizer=right), BATCH, steps=1)
+    assert report.ok, report.to_table()
+    assert [r.note for r in report.rows if r.item == "optimizer.global_clipnorm"] == [
+        "TF1 clips by their global norm at 0.05 too"]
+
+
+@pytest.mark.parametrize("keras_clip", [None, 1e3])
+def test_a_clip_that_does_not_act_on_the_batch_warns_that_no_clipping_was_tested(keras_clip):
+    """Clip norm 1e3 is far over this batch's gradient norm (about 1), so TF1 applies the
+    loss's gradients unclipped: a port without the clip passes, and the clipping row warns
+    that the batch tested none. At 0.05 the clip acts, and nothing warns."""
+    optimizer = keras.optimizers.Adam(up.LR, epsilon=1e-8, global_clipnorm=keras_clip)
+    report = compare_programs(up.tf1_clipped_program(up.LR, 1e3),
+                              up.tf2_program(optimizer=optimizer), BATCH, steps=1)
+    assert report.ok, report.to_table()
+    [warned] = report.warnings
+    assert warned.item == ("optimizer.clipping" if keras_clip is None
+                           else "optimizer.global_clipnorm")
+    assert warned.note.startswith("WARNING TF1 clips the gradients by their global norm at "
+                                  "1000, but on this batch the clip does not act")
+    acting = keras.optimizers.Adam(up.LR, epsilon=1e-8, global_clipnorm=0.05)
+    report = compare_programs(up.tf1_clipped_program(up.LR, 0.05),
+                              up.tf2_program(optimizer=acting), BATCH, steps=1)
+    assert report.ok and not report.warnings, report.to_table()
 
 
 def test_the_epsilon_note_gives_tf1s_own_epsilon():
@@ -681,15 +750,17 @@ def test_the_initial_draws_leave_tf1s_own_initial_values_in_place():
 
 def test_a_placeholder_only_the_train_op_reads_is_named_with_the_fix():
     # A learning-rate placeholder left out of the feeds: reading the optimizer's settings
-    # raised TensorFlow's InvalidArgumentError (pgtwin compare exited 1, "they part").
+    # raised TensorFlow's InvalidArgumentError (pgtwin compare exited 1, "they part"); it is
+    # now named with the loss's placeholders, before anything runs.
     from pgtwin.parity.tf1_side import FeedError
 
     def fed_rate(lr):
         return tf1.train.AdamOptimizer(tf1.placeholder(tf.float32, [], name="LR"))
     program = dataclasses.replace(up.tf1_program(),
                                   build=lambda: up.PolicyGradient(optimizer=fed_rate))
-    with pytest.raises(FeedError, match="the TF1 graph needs placeholder 'LR', which "
-                                        "TF1Program.feeds does not name: add feeds="):
+    with pytest.raises(FeedError, match=r"the TF1 train_op needs placeholders \['LR'\] that "
+                                        r"the loss does not .*which TF1Program.feeds does not "
+                                        r"name .*: add feeds=\{\.\.\., 'KEY': 'LR'\}"):
         compare_programs(program, up.tf2_program(), BATCH, steps=1)
 
 
@@ -851,3 +922,19 @@ def test_a_later_adam_step_parting_with_no_cause_is_told_of_adams_amplification(
     assert _adam_noise(caused) is caused
     passed = Row("weights", "w -> kernel", 0.0, 0.0, True)
     assert _adam_noise(passed) is passed
+
+
+def test_a_small_step_one_side_never_took_fails_though_rtol_would_pass_it():
+    """A log_std at 0.5 that TF1 moved by 4e-6 and TF2 left where it was loaded: the weights
+    differ by 4e-6, under rtol 1e-5 x 0.5 = 5e-6, yet only one side stepped. Steps of
+    float32 rounding size (8 ulp of 0.5 = 4.8e-7) stay judged by the tolerances."""
+    from pgtwin.parity.weights_rung import WEIGHT_MOVED, _weight_row
+    before = {"log_std": np.float32([0.5])}
+
+    def row(tf1_step):
+        after1 = {"log_std": before["log_std"] + np.float32(tf1_step)}
+        return _weight_row("log_std", "log_std", before, after1, before, before, 1e-5, 1e-4,
+                           "step 1/3", step_scaled=True)
+    moved = row(4e-6)
+    assert not moved.ok and moved.note.startswith(WEIGHT_MOVED[0]), moved.note
+    assert row(1.2e-7).ok  # two ulps of 0.5: a rounding, not a step

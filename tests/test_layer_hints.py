@@ -76,3 +76,7 @@ def test_outputs_one_factor_apart_are_named_with_the_factor():
                                               "of it: an input scaled on one side only")
     [other] = output_rows({"logits": logits}, {"logits": logits + 0.5}, 1e-5, 1e-6, "")
     assert other.note == ""
+    # two single numbers (an entropy, a mean) are always one factor apart: no hint there
+    [scalar] = output_rows({"entropy": np.float64(1.0)}, {"entropy": np.float64(1.339)},
+                           1e-5, 1e-6, "")
+    assert not scalar.ok and scalar.note == ""

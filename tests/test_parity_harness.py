@@ -287,6 +287,17 @@ def test_a_json_report_is_standard_json_where_a_row_could_not_be_compared():
     assert (rows[1]["max_abs"], rows[1]["max_rel"]) == (1e-3, 2e-3)
 
 
+def test_a_first_failure_that_says_nothing_takes_the_first_later_cause_into_the_summary():
+    # a double softmax: the outputs part with no hint, the loss rung names the cause
+    report = ParityReport([Row("outputs", "probs", 0.1, 0.12, False),
+                           Row("loss", "loss", 0.3, 0.2, False, "softmax applied twice"),
+                           Row("gradients", "w", 0.1, 0.1, False, "follows")])
+    assert report.summary() == ("parity FAILED at rung 'outputs', item 'probs': max abs 0.1, "
+                                "max rel 0.12 (loss 'loss' says: softmax applied twice)")
+    report.rows[0] = Row("outputs", "probs", 0.1, 0.12, False, "its own cause")
+    assert report.summary().endswith("(its own cause)")
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"steps": -1}, "steps must be an int >= 0"),
     ({"dtype": "float16"}, "dtype must be None"),

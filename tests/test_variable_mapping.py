@@ -327,3 +327,20 @@ def test_a_gru_bias_of_another_reset_after_names_reset_after_not_use_bias():
     assert len(mapping.pairs) == 2 and len(mapping.problems) == 2
     for problem in mapping.problems:
         assert "reset_after=False" in problem.message and "use_bias" not in problem.message
+
+
+def test_a_variable_shaped_otherwise_by_axes_of_size_one_is_named_with_the_shape_to_give():
+    # a Gaussian head's free log_std: shape () in TF1, (1,) in the port
+    tf1 = [VariableInfo("pi/w", (4, 1)), VariableInfo("pi/log_std", ())]
+    tf2 = [VariableInfo("model/w", (4, 1)), VariableInfo("model/log_std", (1,))]
+    mapping = infer_mapping(tf1, tf2)
+    by_side = {p.side: p.message for p in mapping.problems}
+    assert by_side["TF1"].endswith(
+        ". TF2's model/log_std (1,) holds as many values in a shape that differs by axes of "
+        "size 1 only: give the TF2 variable TF1's shape () (tf.Variable(0.0), "
+        "add_weight(shape=()))")
+    assert by_side["TF2"].endswith(
+        ". TF1's pi/log_std () holds as many values in a shape that differs by axes of size 1 "
+        "only: give the TF2 variable TF1's shape () (tf.Variable(0.0), add_weight(shape=()))")
+    other = infer_mapping([VariableInfo("pi/log_std", (2,))], [VariableInfo("m/log_std", (3,))])
+    assert "axes of size 1" not in other.problems[0].message

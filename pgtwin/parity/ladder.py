@@ -80,9 +80,13 @@ class ParityReport:
                     + (f", {len(warned)} with a warning (first: {warned[0].item}: "
                        f"{warned[0].note})" if warned else ""))
         where = f" [{bad.context}]" if bad.context else ""
+        # a first failure that says nothing: the first later failing row that does (a
+        # double softmax parts at the outputs, and the loss rung names it)
+        told = bad.note or next((f"{r.rung} '{r.item}' says: {r.note}" for r in self.rows
+                                 if not r.ok and r.note), "")
         return (f"parity FAILED at rung '{bad.rung}', item '{bad.item}'{where}: "
                 f"max abs {bad.max_abs:.3g}, max rel {bad.max_rel:.3g}"
-                + (f" ({bad.note})" if bad.note else ""))
+                + (f" ({told})" if told else ""))
 
     def to_table(self) -> str:
         """A fixed-width text table of every row, then the summary line."""
@@ -155,9 +159,10 @@ def errors(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
         return float("inf"), float("inf")
     if a.size == 0:
         return 0.0, 0.0
-    diff = np.abs(a - b)
-    scale = np.maximum(np.abs(a), np.abs(b))
-    rel = np.divide(diff, scale, out=np.zeros_like(diff), where=scale > 0)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, NaN: judged below
+        diff = np.abs(a - b)
+        scale = np.maximum(np.abs(a), np.abs(b))
+        rel = np.divide(diff, scale, out=np.zeros_like(diff), where=scale > 0)
     bad = ~(np.isfinite(a) & np.isfinite(b))
     if bad.any():
         same = np.isnan(a) & np.isnan(b) | (a == b)

@@ -55,17 +55,29 @@ RMSPROP_LEGACY_EPSILON = ("tf_keras' legacy RMSprop with momentum 0 adds epsilon
                           "keras.optimizers.RMSprop")
 
 
-def _op_kind(op_type: str) -> str | None:
+def apply_kind(op_type: str) -> str | None:
+    """The apply op's kind without ``Resource``/``Sparse`` (``ApplyAdam``), or None for an
+    op that applies no gradient."""
     base = op_type.replace("Resource", "").replace("Sparse", "")
     return base if base in _TF1_OPS else None
+
+
+def gradient_input(apply_op: tf.Operation) -> tf.Tensor | None:
+    """The gradient an apply op applies: its ``grad`` input (``delta`` in
+    ``ApplyGradientDescent``), or None if it has neither."""
+    args = [a.name for a in apply_op.op_def.input_arg]
+    for name in ("grad", "delta"):
+        if name in args:
+            return apply_op.inputs[args.index(name)]
+    return None
 
 
 def tf1_stepped(train_op: Any) -> dict[tf.Operation, str]:
     """``{variable op: optimizer kind}`` of every variable an ``Apply*`` op of ``train_op``
     updates (``"adam"``, ``"sgd"`` ...), read from the graph alone."""
     start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
-    return {op.inputs[0].op: _TF1_OPS[_op_kind(op.type)][0] for op in upstream_ops(start)
-            if _op_kind(op.type)}
+    return {op.inputs[0].op: _TF1_OPS[apply_kind(op.type)][0] for op in upstream_ops(start)
+            if apply_kind(op.type)}
 
 
 def tf1_step_races(train_op: Any) -> list[tuple[str, str]]:
@@ -75,7 +87,7 @@ def tf1_step_races(train_op: Any) -> list[tuple[str, str]]:
     pleases (SAC's three minimize ops grouped bare: the actor's gradient reads the Q
     weights the critic's step writes)."""
     start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
-    applies = [op for op in upstream_ops(start) if _op_kind(op.type)]
+    applies = [op for op in upstream_ops(start) if apply_kind(op.type)]
     before = {op: set(upstream_ops(op)) for op in applies}
     races = []
     for writer in applies:
@@ -83,12 +95,10 @@ def tf1_step_races(train_op: Any) -> list[tuple[str, str]]:
         for other in applies:
             if other is writer or writer in before[other]:
                 continue
-            args = [a.name for a in other.op_def.input_arg]
-            gradient = next((other.inputs[args.index(g)] for g in ("grad", "delta")
-                             if g in args), None)
+            gradient = gradient_input(other)
             if gradient is None:
                 continue
-            reads = [o for o in upstream_ops(gradient) if not _op_kind(o.type)
+            reads = [o for o in upstream_ops(gradient) if not apply_kind(o.type)
                      and any(t.op is target for t in o.inputs)]
             if any(r not in before[writer] for r in reads):
                 races.append((target.name, other.inputs[0].op.name))
@@ -101,7 +111,7 @@ def tf1_rate_reads(train_op: Any) -> set[str]:
     start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
     found = set()
     for op in upstream_ops(start):
-        if not _op_kind(op.type):
+        if not apply_kind(op.type):
             continue
         args = [a.name for a in op.op_def.input_arg]
         for name in {"lr", "alpha"} & set(args):
@@ -150,7 +160,7 @@ def _apply_settings(train_op: Any, session: Any, feed: Mapping | None, variables
     targets = {v.op for v in variables} if variables is not None else set()
     out = {}
     for op in upstream_ops(start):
-        base = _op_kind(op.type)
+        base = apply_kind(op.type)
         if base is None or (variables is not None and op.inputs[0].op not in targets):
             continue
         kind, names = _TF1_OPS[base]
@@ -177,7 +187,7 @@ def tf1_adam_moments(train_op: Any, graph: tf.Graph, variables: Mapping[str, Any
         slots = {v.op: v for v in tf1.global_variables()}
     out = {}
     for op in upstream_ops(start):
-        if _op_kind(op.type) == "ApplyAdam" and op.inputs[0].op in names \
+        if apply_kind(op.type) == "ApplyAdam" and op.inputs[0].op in names \
                 and op.inputs[1].op in slots:
             out[names[op.inputs[0].op]] = slots[op.inputs[1].op]
     return out
@@ -208,7 +218,8 @@ def keras_optimizer(optimizer: Any) -> tuple[str, dict[str, float]]:
 
 def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind: str,
                    keras_settings: Mapping[str, float], names: tuple[str, str],
-                   context: str, tf1_clip: tuple[str, str] | None = None) -> list[Row]:
+                   context: str, tf1_clip: tuple[str, str] | None = None,
+                   tf1_clip_at: float | None = None) -> list[Row]:
     """Weights-rung rows: the kinds, then every setting either side has.
 
     Values are compared to a relative 1e-6: float32 storage changes a setting by < 6e-8
@@ -217,9 +228,10 @@ def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind:
     :func:`tf1_clipping`: what and the Keras setting that does the same), Keras in its
     optimizer (``clipnorm``...); a Keras clipping of another kind than TF1's fails (the
     weights show it only on a batch whose gradients are clipped), one TF1's graph shows no
-    clipping op for warns, the same kind passes (the thresholds are compared through the
-    weights). ``names`` are what to call the two optimizers in the notes (the TF1 class or
-    apply op, the Keras class).
+    clipping op for warns, the same kind passes at the same threshold (``tf1_clip_at``,
+    read by :func:`tf1_clip_thresholds`; where it is None, the thresholds are compared
+    through the weights). ``names`` are what to call the two optimizers in the notes (the
+    TF1 class or apply op, the Keras class).
     """
     tf1_name, keras_name = names
     if tf1_kind != keras_kind:
@@ -235,7 +247,7 @@ def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind:
         scale = max(abs(a), abs(b))
         rel = diff / scale if scale > 0 else 0.0
         if key in _CLIPS:
-            rows.append(_clipping_row(key, b, tf1_clip, keras_name, context))
+            rows.append(_clipping_row(key, b, tf1_clip, tf1_clip_at, keras_name, context))
             continue
         informational = key == "use_ema"
         ok = rel <= 1e-6 or informational
@@ -247,10 +259,13 @@ def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind:
                          f"write epsilon={_short(a)})")
         rows.append(Row("weights", f"optimizer.{key}", diff, rel, ok, note, context))
     if tf1_clip is not None and not any(k in keras_settings for k in _CLIPS):
+        at = "" if tf1_clip_at is None else f" at {tf1_clip_at:g}"
+        setting = tf1_clip[1] + ("" if tf1_clip_at is None else f"={_short(tf1_clip_at)}")
         rows.append(Row("weights", "optimizer.clipping", 0.0, 0.0, True,
-                        f"TF1 clips the gradients {tf1_clip[0]} in its graph; the Keras "
+                        f"TF1 clips the gradients {tf1_clip[0]}{at} in its graph; the Keras "
                         f"optimizer does not clip (compared through the train steps: set "
-                        f"{tf1_clip[1]}, unless the TF2 train step clips them itself)", context))
+                        f"{setting}, or clip them {tf1_clip[0]} in the TF2 train step, as "
+                        "TF1 does)", context))
     return rows
 
 
@@ -264,8 +279,8 @@ _CLIPS = ("clipnorm", "global_clipnorm", "clipvalue")
 """Keras' gradient clipping settings."""
 
 
-def _clipping_row(key: str, value: float, tf1_clip: tuple[str, str] | None, keras_name: str,
-                  context: str) -> Row:
+def _clipping_row(key: str, value: float, tf1_clip: tuple[str, str] | None,
+                  tf1_clip_at: float | None, keras_name: str, context: str) -> Row:
     """The row of one Keras clipping setting against TF1's clipping (:func:`optimizer_rows`)."""
     item = f"optimizer.{key}"
     if tf1_clip is None:
@@ -273,9 +288,17 @@ def _clipping_row(key: str, value: float, tf1_clip: tuple[str, str] | None, kera
                    f"WARNING {keras_name} {key}={value:g}, and TF1's train_op runs no "
                    "tf.clip_by_* op: if TF1 does not clip, leave it out", context)
     what, setting = tf1_clip
-    if key == setting:
+    if key == setting and tf1_clip_at is None:
         return Row("weights", item, 0.0, 0.0, True,
                    f"TF1 clips {what} too (its threshold is compared through the weights)",
+                   context)
+    if key == setting:
+        diff = abs(value - tf1_clip_at)
+        rel = diff / max(abs(value), abs(tf1_clip_at), 1e-30)
+        return Row("weights", item, diff, rel, rel <= 1e-6,
+                   f"TF1 clips {what} at {tf1_clip_at:g} too" if rel <= 1e-6 else
+                   f"TF1 clips the gradients {what} at {tf1_clip_at:g} in its graph and "
+                   f"{keras_name} has {key}={value:g}: write {key}={_short(tf1_clip_at)}",
                    context)
     return Row("weights", item, float("inf"), float("inf"), False,
                f"TF1 clips the gradients {what} in its graph and {keras_name} has "
@@ -283,22 +306,41 @@ def _clipping_row(key: str, value: float, tf1_clip: tuple[str, str] | None, kera
                "global_clipnorm all of them together, as tf.clip_by_global_norm)", context)
 
 
-def drift_hint(tf1_kind: str, optimizer: Any) -> str:
+def drift_hint(tf1_kind: str, optimizer: Any, stepped: bool = False) -> str:
     """What, beyond the settings :func:`optimizer_rows` compares, makes ``optimizer`` (the
     Keras one) step differently from TF1's optimizer of ``tf1_kind``: the note for weights
     that part ("" where nothing is known). RMSProp: the mean square's start, unless every
-    velocity the Keras optimizer already holds is 1; epsilon's place in tf_keras' legacy
-    RMSprop without momentum."""
+    velocity the Keras optimizer holds started at 1 (:func:`_velocities_started_at_one`;
+    ``stepped``: read after the first step, for an optimizer the train step builds and
+    sets then); epsilon's place in tf_keras' legacy RMSprop without momentum."""
     if tf1_kind != "rmsprop":
         return ""
     notes = []
-    velocities = _keras_velocities(optimizer)
-    if velocities is None or not all(np.all(np.asarray(v) == 1) for v in velocities):
+    if not _velocities_started_at_one(optimizer, stepped):
         notes.append(RMSPROP_START)
     legacy = ".legacy." in type(optimizer).__module__  # tf_keras.src.optimizers.legacy.rmsprop
     if legacy and not float(optimizer.get_config().get("momentum") or 0.0):
         notes.append(RMSPROP_LEGACY_EPSILON)
     return "; ".join(notes)
+
+
+def velocities_built(optimizer: Any) -> bool:
+    """Whether a Keras RMSprop holds its velocities yet (else its first step makes them)."""
+    return _keras_velocities(optimizer) is not None
+
+
+def _velocities_started_at_one(optimizer: Any, stepped: bool) -> bool:
+    """Before any step: every velocity is 1. After the first (``stepped``):
+    ``v_1 = rho v_0 + (1 - rho) g^2`` is at least ``rho`` everywhere where ``v_0 = 1``,
+    and ``(1 - rho) g^2`` where ``v_0 = 0``, under ``rho`` unless ``|g|`` exceeds
+    ``sqrt(rho / (1 - rho))`` (3 at rho 0.9, 10 at 0.99): such a zero start is missed."""
+    velocities = _keras_velocities(optimizer)
+    if velocities is None:
+        return False
+    if not stepped:
+        return all(np.all(np.asarray(v) == 1) for v in velocities)
+    rho = float(optimizer.get_config().get("rho", 0.9))
+    return all(np.all(np.asarray(v) >= rho * (1 - 1e-6)) for v in velocities)
 
 
 def _keras_velocities(optimizer: Any) -> list | None:
@@ -351,13 +393,47 @@ def tf1_clipping(train_op: Any, loss: Any = None, variables: Any = None
     the path of a gradient into one of ``train_op``'s apply ops (``tf.clip_by_global_norm``
     between ``compute_gradients`` and ``apply_gradients``), else None.
 
-    Only that path is walked: from each apply op's ``grad`` input up to the gradient ops
-    (``tf.gradients``' ``gradients/`` scope, an op's ``*_grad/`` scope) and, where ``loss``
-    (the TF1 loss tensor) is given, the ops the loss itself reads. A clip in the forward
-    pass (``tf.log(tf.clip_by_value(probs, 1e-8, 1))``, a ``hard_sigmoid``) clips no
-    gradient, and its own gradient ops are reached only through the gradient ops.
-    ``variables``: only the apply ops that update these (one optimizer's, where a critic's
-    gradients are clipped and an actor's are not), unless None."""
+    Only that path is walked (:func:`_gradient_path_ops`). ``variables``: only the apply ops
+    that update these (one optimizer's, where a critic's gradients are clipped and an
+    actor's are not), unless None."""
+    names = [op.name for op in _gradient_path_ops(train_op, loss, variables)]
+    for scope, what, setting in _TF1_CLIPS:
+        if any(f"{scope}/" in name or name.startswith(scope) for name in names):
+            return what, setting
+    return None
+
+
+def tf1_clip_thresholds(train_op: Any, loss: Any = None, variables: Any = None
+                        ) -> list[tuple[tf.Tensor, float]]:
+    """``[(tensor, sign)]``: each threshold of the clipping ops on the gradient paths
+    (:func:`_gradient_path_ops`) times ``sign`` is the Keras setting that clips the same:
+    ``clip_norm`` of ``tf.clip_by_norm`` (its ``Maximum``'s second input) and of
+    ``tf.clip_by_global_norm`` (the ``mul`` that scales it), ``clip_value_max`` and
+    ``-clip_value_min`` of ``tf.clip_by_value`` (Keras' ``clipvalue=v`` clips to [-v, v]).
+    Read from the graph as TensorFlow 2.x's ``clip_ops`` builds them; tensors, not values,
+    as a threshold may be a placeholder or a variable."""
+    found = []
+    for op in _gradient_path_ops(train_op, loss, variables):
+        if op.type == "Maximum" and re.search(r"(^|/)clip_by_norm(_\d+)?/Maximum$", op.name):
+            found.append((op.inputs[1], 1.0))
+        elif op.type == "Mul" and re.search(r"(^|/)clip_by_global_norm(_\d+)?/mul$", op.name):
+            found.append((op.inputs[0], 1.0))
+        elif op.type == "Minimum" and re.search(r"(^|/)clip_by_value(_\d+)?/Minimum$", op.name):
+            found.append((op.inputs[1], 1.0))
+        elif op.type == "Maximum" and re.search(r"(^|/)clip_by_value(_\d+)?$", op.name):
+            found.append((op.inputs[1], -1.0))
+    return found
+
+
+def _gradient_path_ops(train_op: Any, loss: Any = None, variables: Any = None
+                       ) -> list[tf.Operation]:
+    """The ops between the gradients and ``train_op``'s apply ops: from each apply op's
+    ``grad`` input up to the gradient ops (``tf.gradients``' ``gradients/`` scope, an op's
+    ``*_grad/`` scope), the variables and placeholders (a gradient buffer's holders) and,
+    where ``loss`` (the TF1 loss tensor) is given, the ops the loss itself reads. A clip in
+    the forward pass (``tf.log(tf.clip_by_value(probs, 1e-8, 1))``, a ``hard_sigmoid``)
+    clips no gradient, and its own gradient ops are reached only through the gradient
+    ops. ``variables``: only the apply ops that update these, unless None."""
     start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
     targets = {v.op for v in variables} if variables is not None else None
     forward = set(upstream_ops(loss)) if loss is not None else set()
@@ -366,19 +442,15 @@ def tf1_clipping(train_op: Any, loss: Any = None, variables: Any = None
         return (op in forward or op.type in ("VarHandleOp", "VariableV2", "Placeholder")
                 or op.name.split("/")[0].startswith("gradients") or "_grad/" in op.name)
 
-    names = []
+    found: dict[tf.Operation, None] = {}
     for op in upstream_ops(start):
-        if not _op_kind(op.type) or (targets is not None and op.inputs[0].op not in targets):
+        if not apply_kind(op.type) or (targets is not None and op.inputs[0].op not in targets):
             continue
-        args = [a.name for a in op.op_def.input_arg]
-        for gradient in {"grad", "delta"} & set(args):  # delta: ApplyGradientDescent's
-            names += [o.name for o in upstream_ops(op.inputs[args.index(gradient)],
-                                                   stop=computes_gradients)
-                      if not computes_gradients(o)]
-    for scope, what, setting in _TF1_CLIPS:
-        if any(f"{scope}/" in name or name.startswith(scope) for name in names):
-            return what, setting
-    return None
+        gradient = gradient_input(op)
+        if gradient is not None:
+            found.update((o, None) for o in upstream_ops(gradient, stop=computes_gradients)
+                         if not computes_gradients(o))
+    return list(found)
 
 
 def clipping_hint(tf1_clip: tuple[str, str] | None, keras_settings: Mapping[str, float]) -> str:
@@ -396,4 +468,4 @@ def clipping_hint(tf1_clip: tuple[str, str] | None, keras_settings: Mapping[str,
                 f"{', '.join(keras)}: use {setting} (clipnorm clips each gradient by its "
                 "own norm, global_clipnorm all of them together, as tf.clip_by_global_norm)")
     return (f"TF1 clips the gradients {what} in its graph and the Keras optimizer does not "
-            f"clip: set {setting}, unless the TF2 train step clips them itself")
+            f"clip: set {setting}, or clip them {what} in the TF2 train step, as TF1 does")

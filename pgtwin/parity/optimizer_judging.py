@@ -30,23 +30,25 @@ def first_step_groups(legacy: TF1Side, eager: TF2Side, pairs: list[tuple[str, st
                        tf1_before: Mapping[str, tuple[str, dict]],
                        keras_before: dict[int, tuple[str, dict]], drifts: dict[int, str],
                        made: list[Any], dtype: str, rtol: float, atol: float,
-                       ctx: str) -> list[Judged]:
+                       ctx: str, unclipped: set[str] = frozenset()) -> list[Judged]:
     """After the first step: the optimizer groups (:func:`form_groups`), judged.
 
     ``made``: Keras optimizers the first step made (``self.optimizer = Adam(...)`` in the
     train step). Their settings are read now, and so are TF1's for the pairs they step: a
-    schedule has moved both sides' rates by one step alike."""
+    schedule has moved both sides' rates by one step alike. ``unclipped``: see
+    :func:`judge`."""
     owners = {b: eager.owner_of(b) for _, b in pairs}
     tf1_settings = dict(tf1_before)
     if made:
         keras_before.update({id(o): keras_optimizer(o) for o in made})
-        drifts.update({id(o): drift_hint("rmsprop", o) for o in made})
+        drifts.update({id(o): drift_hint("rmsprop", o, stepped=True) for o in made})
         tf1_now = legacy.optimizer_by_variable()
         lazy = {id(o) for o in made}
         tf1_settings.update({a: tf1_now[a] for a, b in pairs
                              if id(owners[b]) in lazy and a in tf1_now})
     groups = form_groups(pairs, tf1_settings, keras_before, owners)
-    return swapped([judge(legacy, eager, g, drifts, dtype, rtol, atol, ctx) for g in groups])
+    return swapped([judge(legacy, eager, g, drifts, dtype, rtol, atol, ctx, unclipped)
+                    for g in groups])
 
 
 def iterations(optimizer: Any) -> int:
@@ -114,10 +116,13 @@ NO_KERAS_OPTIMIZER = ("no Keras optimizer found on the TF2 object to compare set
 
 
 def judge(legacy: TF1Side, eager: TF2Side, group: OptimizerGroup, drifts: Mapping[int, str],
-           dtype: str, rtol: float, atol: float, ctx: str) -> Judged:
+           dtype: str, rtol: float, atol: float, ctx: str,
+           unclipped: set[str] = frozenset()) -> Judged:
     """The group's settings rows (TF1's ``train_op`` against its Keras optimizer) and how
     its weights are judged. ``drifts``: :func:`drift_hint` per Keras optimizer, read before
-    the first step."""
+    the first step. ``unclipped``: the TF1 names whose gradient TF1's clipping left as it
+    was at the first step (:meth:`TF1Side.unclipped`): where that is all of the group's,
+    its clipping rows warn that this batch tests no clipping."""
     if group.keras is None:
         held = ", ".join(type(o).__name__ for o in eager.optimizers)
         note = NO_KERAS_OPTIMIZER if not eager.optimizers else (
@@ -139,8 +144,11 @@ def judge(legacy: TF1Side, eager: TF2Side, group: OptimizerGroup, drifts: Mappin
                             [legacy.variables[n] for n in group.tf1_names])
     tf1_kind, tf1_settings = group.tf1_kind, group.tf1_settings
     settings = group.keras_settings
+    at = legacy.clip_threshold(group.tf1_names) if tf1_clip is not None else None
     rows = optimizer_rows(tf1_kind, tf1_settings, group.keras_kind, settings,
-                          ("its train_op", type(group.keras).__name__), ctx, tf1_clip)
+                          ("its train_op", type(group.keras).__name__), ctx, tf1_clip, at)
+    if tf1_clip is not None and set(group.tf1_names) <= unclipped:
+        rows = [_idle_clip(r, tf1_clip[0], at) for r in rows]
     clipping = clipping_hint(tf1_clip, settings)
     drift = drifts.get(id(group.keras), "") if tf1_kind == group.keras_kind == "rmsprop" else ""
     differ = [r.note for r in rows if not r.ok]  # a setting that differs says most
@@ -152,6 +160,25 @@ def judge(legacy: TF1Side, eager: TF2Side, group: OptimizerGroup, drifts: Mappin
         hint = "compared at float32 tolerance: " + float32_rounding(tf1_kind, tf1_settings,
                                                                     settings)
     return Judged(group, rows, rtol, atol, cause, cause, hint, clipping)
+
+
+CLIPPING_ITEMS = ("optimizer.clipping", "optimizer.clipnorm", "optimizer.global_clipnorm",
+                  "optimizer.clipvalue")
+"""The settings rows about gradient clipping."""
+
+
+def _idle_clip(row: Row, what: str, at: float | None) -> Row:
+    """``row`` warned, where it is a passing clipping row, that TF1's clip did not act on
+    the batch: a port without it, or with another threshold, passes there."""
+    if row.item not in CLIPPING_ITEMS or not row.ok:
+        return row
+    at_text = "" if at is None else f" at {at:g}"
+    return Row(row.rung, row.item, row.max_abs, row.max_rel, True,
+               f"WARNING TF1 clips the gradients {what}{at_text}, but on this batch the clip "
+               "does not act (the gradients its apply ops take equal the loss's), so the "
+               "train steps test no clipping: a port without it, or with another threshold, "
+               "passes here; compare on a batch whose gradients TF1 clips as well "
+               f"({row.note})", row.context)
 
 
 def swapped(judged: list[Judged]) -> list[Judged]:

@@ -63,9 +63,11 @@ def with_randomness(rows: list[Row], legacy: TF1Side, eager: TF2Side,
     moved = []
     for side, first, again in (("TF1Program", legacy_out, legacy.run()),
                                ("TF2Program", eager_out, eager.run()[0])):
-        apart = max((float(np.max(np.abs(np.asarray(first[k], np.float64)
-                                         - np.asarray(again[k], np.float64)), initial=0.0))
-                     for k in first if k in again), default=0.0)
+        with np.errstate(invalid="ignore"):  # NaN in both runs (inf - inf): not random
+            apart = max((float(np.nanmax(np.abs(np.asarray(first[k], np.float64)
+                                                - np.asarray(again[k], np.float64)),
+                                         initial=0.0))
+                         for k in first if k in again), default=0.0)
         if apart > 0:
             moved.append(f"{side} ({apart:.3g})")
     if not moved:

@@ -60,7 +60,8 @@ def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str])
         return (f"every row of {sides[1]}'s {key!r} is the same, {sides[0]}'s are not: the "
                 "layers before the output pass nothing on (a Dropout given keep_prob as its "
                 "rate drops everything at keep_prob 1; a ReLU dead on every input?)")
-    factor = common_factor(a, b, 1e-4)
+    # any two single numbers are one factor apart: it tells something from two or more
+    factor = common_factor(a, b, 1e-4) if np.size(a) > 1 else None
     if factor is not None and abs(factor - 1.0) > 1e-4:
         return (f"{sides[1]}'s {key!r} is {factor:.4g}x {sides[0]}'s, all of it: an input "
                 "scaled on one side only (observations divided by 255, a normalisation), or "

@@ -22,9 +22,11 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 
 from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_build_error,
                                        program_failed, require_eager)
+from pgtwin.parity.fed_gradients import fed_gradients
 from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.model_state import state_kept, tf1_state_variables, variable_ops
-from pgtwin.parity.optimizer_config import (tf1_adam_moments, tf1_optimizer,
+from pgtwin.parity.optimizer_config import (apply_kind, gradient_input, tf1_adam_moments,
+                                            tf1_clip_thresholds, tf1_optimizer,
                                             tf1_settings_by_variable, tf1_stepped)
 from pgtwin.parity.programs import TF1Program, resolve
 from pgtwin.parity.tf_patches import replaced, slim_names
@@ -215,10 +217,13 @@ class TF1Side:
         self.variables, self.not_compared = self._compared_variables(program, what)
         self.state = tf1_state_variables(g, [self.loss, *self.outputs.values()],
                                          self.variables)
+        self.gradient_holders = {} if self.train_op is None else fed_gradients(
+            self.train_op, self.placeholders, what)
         self.feed = self._feed(inputs, what)
         with g.as_default():
             grads = tf.gradients(self.loss, list(self.variables.values()))
             self.grads = dict(zip(self.variables, grads))
+            self._holder_grads = self._loss_gradients_for_holders()
             self._assign = Assigner(self.variables)
             self._assign_state = Assigner(self.state)
             init = tf.group(tf1.global_variables_initializer(),
@@ -308,6 +313,16 @@ class TF1Side:
             raise FeedError(f"the TF1 loss needs placeholders {unfed}, which {what}.feeds "
                             f"does not name (feeds: {sorted(self.placeholders)}): add "
                             f"feeds={{..., 'KEY': {unfed[0]!r}}} and an input array KEY")
+        fed |= {h.op for h in self.gradient_holders}
+        unfed = [] if self.train_op is None else sorted(
+            op.name for op in upstream_ops(self.train_op)
+            if op.type == "Placeholder" and op not in fed)
+        if unfed:
+            raise FeedError(f"the TF1 train_op needs placeholders {unfed} that the loss does "
+                            f"not (a learning rate your training loop feeds?), which "
+                            f"{what}.feeds does not name (feeds: {sorted(self.placeholders)}): "
+                            f"add feeds={{..., 'KEY': {unfed[0]!r}}} and an input array KEY "
+                            "holding the value your loop feeds it")
         return {self.placeholders[k]: cast_feed(k, inputs[k], self.placeholders[k])
                 for k in self.placeholders}
 
@@ -482,8 +497,63 @@ class TF1Side:
         self._assign_state.run(self.session, values)
 
     def step(self) -> None:
-        """One run of the user's ``train_op`` on the inputs."""
-        self._run(self.train_op)
+        """One run of the user's ``train_op`` on the inputs; its gradient placeholders
+        (:attr:`gradient_holders`) fed the loss's gradients at the weights of this step."""
+        with _named_feeds():
+            self.session.run(self.train_op, self._train_feed())
+
+    def _train_feed(self) -> dict[tf.Tensor, np.ndarray]:
+        """:attr:`feed`, and the gradient placeholders fed the loss's gradients now."""
+        if not self._holder_grads:
+            return self.feed
+        fed = dict(zip(self._holder_grads, self._run(list(self._holder_grads.values()))))
+        return {**self.feed, **fed}
+
+    def unclipped(self) -> set[str]:
+        """The compared variables whose gradient into the ``train_op``'s apply op equals the
+        loss's gradient now (to 1e-6 relative: a clip's ``t * c / c``): where TF1 clips,
+        the clip does not act on this batch at these weights."""
+        names = {v.op: n for n, v in self.variables.items()}
+        applied = {names[op.inputs[0].op]: gradient_input(op)
+                   for op in upstream_ops(self.train_op) if apply_kind(op.type)
+                   and "Sparse" not in op.type and op.inputs[0].op in names}
+        raw = self.gradients()
+        with state_kept(self):
+            values = self.session.run(applied, self._train_feed()) if applied else {}
+        return {n for n, a in values.items() if raw.get(n) is not None
+                and np.shape(a) == np.shape(raw[n]) and np.allclose(a, raw[n], rtol=1e-6, atol=0)}
+
+    def clip_threshold(self, names: list[str]) -> float | None:
+        """The threshold of TF1's clipping of these variables' gradients, as the Keras
+        setting of that kind would read (:func:`tf1_clip_thresholds`), where one value
+        serves all of them; else None."""
+        found = tf1_clip_thresholds(self.train_op, self.loss,
+                                    [self.variables[n] for n in names])
+        if not found:
+            return None
+        values = [sign * float(v) for (_, sign), v in zip(
+            found, self.session.run([t for t, _ in found], self._train_feed()))]
+        first = values[0]
+        return first if all(np.isclose(v, first, rtol=1e-6, atol=0) for v in values) else None
+
+    def _loss_gradients_for_holders(self) -> dict[tf.Tensor, tf.Tensor]:
+        """``{holder: d loss / d its variable}`` (zeros where the loss does not read the
+        variable) for :attr:`gradient_holders`; built in the graph, under its default."""
+        by_op = {v.op: v for v in self.graph_variables().values()}
+        variables = [by_op[op] for op in self.gradient_holders.values()]
+        grads = tf.gradients(self.loss, variables) if variables else []
+        return {h: tf.zeros_like(v) if g is None else g
+                for h, v, g in zip(self.gradient_holders, variables, grads)}
+
+    def gradient_feed_note(self) -> str:
+        """What the harness feeds the ``train_op``'s gradient placeholders, '' if none."""
+        if not self.gradient_holders:
+            return ""
+        pairs = ", ".join(f"{h.op.name!r} <- d loss / d {op.name}"
+                          for h, op in self.gradient_holders.items())
+        return ("TF1's train_op applies gradients fed through placeholders (a gradient-buffer "
+                f"loop): each step the harness feeds them the loss's gradients on the batch "
+                f"at that step's weights ({pairs}), as your loop does over one batch")
 
     def restate_optimizer(self, make: Any) -> None:
         """Make ``train_op`` ``make()``'s step on the compared variables' gradients, with

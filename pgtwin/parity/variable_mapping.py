@@ -421,14 +421,31 @@ def _unpaired(state: _Pairing, skip: set[str]) -> list[MappingProblem]:
     for a in rest1:
         problems.append(MappingProblem("TF1", a, _why_unpaired(a, rest1, rest2)
                                        + _bias_hint(a, rest2, state.tf2)
-                                       + _fused_cell_hint(a, rest2)))
+                                       + _fused_cell_hint(a, rest2)
+                                       + _axes_hint(a, rest2, "TF2")))
     unpaired1 = [a for a in state.tf1 if a.name not in state.paired]
     for c in rest2:
         same = [a for a in unpaired1 if a.shape == c.shape]
         msg = (f"no TF1 variable holds it (unpaired TF1: {_describe(unpaired1)})"
                if not same else f"ambiguous or of another kind: TF1 {_describe(same)}")
-        problems.append(MappingProblem("TF2", c, msg + _bias_hint(c, unpaired1, state.tf1)))
+        problems.append(MappingProblem("TF2", c, msg + _bias_hint(c, unpaired1, state.tf1)
+                                       + _axes_hint(c, unpaired1, "TF1")))
     return problems
+
+
+def _axes_hint(a: VariableInfo, others: Sequence[VariableInfo], side: str) -> str:
+    """The note where an unpaired variable on the other ``side`` holds as many values as
+    ``a`` in a shape that differs by axes of size 1 only (a Gaussian's ``log_std`` of shape
+    ``()`` against ``(1,)``); else ''."""
+    squeezed = tuple(d for d in a.shape if d != 1)
+    alike = [o for o in others if o.shape != a.shape
+             and tuple(d for d in o.shape if d != 1) == squeezed]
+    if not alike:
+        return ""
+    tf1_shape = a.shape if side == "TF2" else alike[0].shape
+    return (f". {side}'s {_describe(alike[:1])} holds as many values in a shape that differs "
+            f"by axes of size 1 only: give the TF2 variable TF1's shape {tf1_shape}"
+            + (" (tf.Variable(0.0), add_weight(shape=()))" if tf1_shape == () else ""))
 
 
 def _fused_cell_hint(a: VariableInfo, rest2: Sequence[VariableInfo]) -> str:
