@@ -526,6 +526,28 @@ def test_a_tf1_program_that_switches_eager_off_is_refused_at_its_line():
     assert tf.executing_eagerly()  # the call was refused, not made
 
 
+@pytest.mark.parametrize("value, said", [
+    ("0", "TF_USE_LEGACY_KERAS is set to '0', which leaves it off: set it to 1"),
+    ("1", "TF_USE_LEGACY_KERAS is set, but tf_keras is not importable"),
+    (None, None)])
+def test_the_legacy_keras_message_says_what_tf_use_legacy_keras_is_set_to(monkeypatch, value,
+                                                                          said):
+    """TensorFlow reads only 1, true and True as on: a 0 is told as off, not as tf_keras
+    missing (the message once said that with tf_keras installed)."""
+    from pgtwin.parity.code_checks import explain_build_error
+    if value is None:
+        monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    else:
+        monkeypatch.setenv("TF_USE_LEGACY_KERAS", value)
+    err = explain_build_error(AttributeError("`dense` is not available with Keras 3."),
+                              "TF1Program.build")
+    assert "uses tf.compat.v1.layers.dense," in str(err)
+    if said is None:
+        assert "TF_USE_LEGACY_KERAS is set" not in str(err)
+    else:
+        assert said in str(err)
+
+
 def test_tf_layers_under_keras_3_and_tf_contrib_get_the_legacy_instructions():
     from pgtwin.parity.code_checks import LegacyCodeError
 
@@ -938,3 +960,16 @@ def test_a_small_step_one_side_never_took_fails_though_rtol_would_pass_it():
     moved = row(4e-6)
     assert not moved.ok and moved.note.startswith(WEIGHT_MOVED[0]), moved.note
     assert row(1.2e-7).ok  # two ulps of 0.5: a rounding, not a step
+
+
+def test_a_variable_the_loss_reads_but_var_list_leaves_out_is_told_so():
+    """Not "the TF1 loss does not depend on it": the loss reads policy/out/biases, and
+    TF1's train_op (minimize over every trainable variable) steps it."""
+    program = dataclasses.replace(up.tf1_program(), var_list=[
+        "policy/fc1/weights", "policy/fc1/biases", "policy/out/weights"])
+    report = compare_programs(program, up.tf2_program(out_bias=False), BATCH, steps=1)
+    rows = {r.item: r.note for r in report.rows if r.rung == "variables"}
+    assert rows["TF1 policy/out/biases"].startswith(
+        "WARNING not compared, though TF1's train_op updates it (adam) and the loss reads it: "
+        "TF1Program.var_list leaves it out")
+    assert rows["TF1 critic/v/weights"] == "not compared: the TF1 loss does not depend on it"

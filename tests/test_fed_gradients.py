@@ -108,6 +108,17 @@ def test_each_holder_is_paired_with_its_own_variable_through_a_global_norm_clip(
     assert found == {"ha": "a", "hb": "b"}
 
 
+def test_a_fed_gradient_with_a_weight_decay_term_is_still_fed():
+    """``holder + 1e-4 * w`` reads a variable, not a gradient op: still a fed gradient."""
+    g = tf.Graph()
+    with g.as_default():
+        w = tf1.get_variable("w", [2, 2])
+        h = tf1.placeholder(tf.float32, name="h")
+        op = tf1.train.GradientDescentOptimizer(0.1).apply_gradients([(h + 1e-4 * w, w)])
+    found = {k.op.name: v.name for k, v in fed_gradients(op, {}, "TF1Program").items()}
+    assert found == {"h": "w"}
+
+
 def test_a_gradient_computed_in_the_graph_is_not_taken_for_a_fed_one():
     g = tf.Graph()
     with g.as_default():

@@ -344,3 +344,27 @@ def test_a_variable_shaped_otherwise_by_axes_of_size_one_is_named_with_the_shape
         "only: give the TF2 variable TF1's shape () (tf.Variable(0.0), add_weight(shape=()))")
     other = infer_mapping([VariableInfo("pi/log_std", (2,))], [VariableInfo("m/log_std", (3,))])
     assert "axes of size 1" not in other.problems[0].message
+
+
+def test_a_tf1_gru_cell_against_a_keras_gru_is_explained_not_told_use_bias():
+    # TF1 GRUCell(32) on 5 inputs: gates/kernel [37, 64], candidate/kernel [37, 32] and their
+    # biases; Keras GRU(32): kernel [5, 96], recurrent_kernel [32, 96], bias [96]. No bias
+    # is missing on either side, so no use_bias note.
+    cell = "rnn/gru_cell"
+    tf1 = [VariableInfo(f"{cell}/gates/kernel", (37, 64)), VariableInfo(f"{cell}/gates/bias", (64,)),
+           VariableInfo(f"{cell}/candidate/kernel", (37, 32)),
+           VariableInfo(f"{cell}/candidate/bias", (32,))]
+    tf2 = [VariableInfo("gru/kernel", (5, 96)), VariableInfo("gru/recurrent_kernel", (32, 96)),
+           VariableInfo("gru/bias", (96,))]
+    mapping = infer_mapping(tf1, tf2)
+    assert len(mapping.problems) == 7 and not mapping.pairs
+    for p in mapping.problems:
+        assert "One GRU of 32 units, laid out otherwise on each side" in p.message, p.message
+        assert "use_bias" not in p.message
+    text = mapping.problems[0].message
+    assert "gates/kernel [37, 64]" in text and "kernel [5, 96]" in text
+    assert "reset_after=False" in text and "pgtwin pairs one variable with one" in text
+    # a dense layer's missing bias is still told use_bias
+    plain = infer_mapping([VariableInfo("fc/w", (4, 8))],
+                          [VariableInfo("d/kernel", (4, 8)), VariableInfo("d/bias", (8,))])
+    assert "use_bias=False" in plain.problems[0].message

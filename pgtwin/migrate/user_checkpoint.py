@@ -69,7 +69,8 @@ from pgtwin.migrate.tf1_checkpoint import (
     read_tf1_checkpoint, slot_parents)
 from pgtwin.parity.tf1_side import TF1Side, variable_name
 from pgtwin.parity.tf2_side import TF2Side, underlying
-from pgtwin.parity.variable_mapping import VariableInfo, VariableMapping, infer_mapping
+from pgtwin.parity.variable_mapping import (ONE_WITH_ONE, VariableInfo, VariableMapping,
+                                            infer_mapping)
 
 tf1 = tf.compat.v1
 
@@ -342,6 +343,10 @@ def _refuse_unpaired(mapping: VariableMapping, eager: TF2Side, prefix: str,
         return
     fixes = ["pair them with name_map={tf1 name: tf2 name} (--map OLD=NEW)",
              "build the Keras layer as the TF1 one was (use_bias=False where it had no bias)"]
+    if any(ONE_WITH_ONE in p.message for p in mapping.problems):
+        fixes.insert(0, "a recurrent cell laid out in other variables on each side (above) "
+                        "converts by no pairing: build the TF2 cell with TF1's variables, or "
+                        "convert its weights as said above and load them yourself")
     if not have_program:
         fixes.append("leave out TF1 variables the model does not hold with drop (--drop NAME "
                      "or SCOPE/), or give the TF1 program (--tf1) so only what its loss uses "

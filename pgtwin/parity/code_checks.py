@@ -121,6 +121,18 @@ _RNN_CELLS = frozenset({"RNNCell", "BasicRNNCell", "BasicLSTMCell", "LSTMCell", 
 """``tf.compat.v1.nn.rnn_cell``'s names: Keras-backed, like ``tf.compat.v1.layers``."""
 
 
+def _legacy_keras_setting() -> str:
+    """What the message adds about ``TF_USE_LEGACY_KERAS`` as it is set now: a value that
+    TensorFlow does not read as on (only ``1``, ``true`` and ``True`` are), or one it does
+    while tf_keras did not load; '' where it is unset."""
+    value = os.environ.get("TF_USE_LEGACY_KERAS")
+    if value is None:
+        return ""
+    if value not in ("1", "true", "True"):  # what TensorFlow reads as on
+        return f" (TF_USE_LEGACY_KERAS is set to {value!r}, which leaves it off: set it to 1)"
+    return " (TF_USE_LEGACY_KERAS is set, but tf_keras is not importable)"
+
+
 def explain_build_error(err: BaseException, what: str) -> LegacyCodeError | None:
     """The :class:`LegacyCodeError` that explains ``err`` raised by ``what``, or None."""
     text = str(err)
@@ -133,8 +145,7 @@ def explain_build_error(err: BaseException, what: str) -> LegacyCodeError | None
             "provides with legacy Keras (tf.keras is Keras 3 there). Install it with "
             f"{LEGACY_EXTRA} (tf_keras) and set TF_USE_LEGACY_KERAS=1 before TensorFlow is "
             "imported (pgtwin compare and pgtwin convert-checkpoint: --legacy-keras)"
-            + (" (TF_USE_LEGACY_KERAS is set, but tf_keras is not importable)"
-               if os.environ.get("TF_USE_LEGACY_KERAS") else "")
+            + _legacy_keras_setting()
             + f". Original error: {text}")
     if isinstance(err, AttributeError) and "_in_graph_mode" in text:
         # tf.compat.v1.keras.layers is Keras 3 itself on TensorFlow >= 2.16: its layers make
@@ -145,8 +156,7 @@ def explain_build_error(err: BaseException, what: str) -> LegacyCodeError | None
             f"a graph cannot hold. Install legacy Keras with {LEGACY_EXTRA} (tf_keras) and "
             "set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported (pgtwin compare and "
             "pgtwin convert-checkpoint: --legacy-keras)"
-            + (" (TF_USE_LEGACY_KERAS is set, but tf_keras is not importable)"
-               if os.environ.get("TF_USE_LEGACY_KERAS") else "")
+            + _legacy_keras_setting()
             + f". Original error: {text}")
     if isinstance(err, AttributeError) and "contrib" in text:
         return LegacyCodeError(

@@ -217,6 +217,12 @@ NOT_COMPARED_STEPPED = (
     "the actor is the one its train_op applies)")
 """The row of a TF1 variable outside the comparison that the train_op steps anyway."""
 
+NOT_IN_VAR_LIST_STEPPED = (
+    "WARNING not compared, though TF1's train_op updates it ({kind}) and the loss reads it: "
+    "TF1Program.var_list leaves it out, so no rung sees it or how it is trained: add it to "
+    "var_list, or leave var_list out (every trainable variable the loss reads is compared)")
+"""The same, for a variable the loss reads that an explicit ``var_list`` leaves out."""
+
 
 def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                    ctx: str) -> list[Row]:
@@ -235,9 +241,12 @@ def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                         float("inf"), float("inf"), False,
                         f"{problem.shape_text}: {problem.message}", ctx))
     stepped = legacy.stepped_not_compared()
+    read = set(legacy.read_not_compared())
     rows.extend(Row("variables", f"TF1 {n}", 0.0, 0.0, True,
-                    NOT_COMPARED_STEPPED.format(kind=stepped[n]) if n in stepped else
-                    "not compared: the TF1 loss does not depend on it", ctx)
+                    (NOT_IN_VAR_LIST_STEPPED if n in read else NOT_COMPARED_STEPPED).format(
+                        kind=stepped[n]) if n in stepped else
+                    "not compared: left out of TF1Program.var_list (the loss reads it)"
+                    if n in read else "not compared: the TF1 loss does not depend on it", ctx)
                 for n in legacy.not_compared)
     rows.extend(Row("variables", f"TF2 {n}", 0.0, 0.0, True,
                     "not compared: the TF2 loss does not read it", ctx)

@@ -32,8 +32,8 @@ class GradientFeedError(ValueError):
 def fed_gradients(train_op: tf.Operation, feeds: Mapping[str, tf.Tensor],
                   what: str) -> dict[tf.Tensor, tf.Operation]:
     """``{holder placeholder: variable op}`` for each apply op of ``train_op`` whose gradient
-    is fed: one reached from its ``grad`` input through no gradient op (``tf.gradients``'
-    ``gradients/`` scope, an op's ``*_grad/``) and no variable, only through placeholders.
+    is fed: one that reads placeholders from its ``grad`` input through no gradient op
+    (``tf.gradients``' ``gradients/`` scope, an op's ``*_grad/``).
 
     Args:
       train_op: the user's train op (an op of the TF1 graph).
@@ -81,16 +81,16 @@ def fed_gradients(train_op: tf.Operation, feeds: Mapping[str, tf.Tensor],
 
 
 def _is_computed(op: tf.Operation) -> bool:
-    """An op of ``tf.gradients``' graph, or a variable: a gradient that reaches one is
-    computed in the graph, not fed."""
-    return (op.type in ("VarHandleOp", "VariableV2", "ReadVariableOp")
-            or op.name.split("/")[0].startswith("gradients") or "_grad/" in op.name)
+    """An op of ``tf.gradients``' graph: a gradient that reaches one is computed in the
+    graph, not fed."""
+    return op.name.split("/")[0].startswith("gradients") or "_grad/" in op.name
 
 
 def _fed(gradient: tf.Tensor) -> bool:
-    """True when ``gradient`` reads placeholders and no op that computes a gradient."""
-    reached = list(upstream_ops(gradient, control=False,
-                                stop=lambda o: _is_computed(o) or o.type == "Placeholder"))
+    """True when ``gradient`` reads placeholders and no op that computes a gradient (a
+    variable it reads, a weight decay's, is neither)."""
+    reached = list(upstream_ops(gradient, control=False, stop=lambda o: _is_computed(o) or o.type
+                                in ("Placeholder", "VarHandleOp", "VariableV2")))
     return (not any(_is_computed(o) for o in reached)
             and any(o.type == "Placeholder" for o in reached))
 

@@ -419,18 +419,65 @@ def _unpaired(state: _Pairing, skip: set[str]) -> list[MappingProblem]:
     rest1, rest2 = state.left(skip)
     problems = []
     for a in rest1:
+        cell = _fused_cell_hint(a, rest2) + _gru_cell_hint(a, rest1, rest2, tf1_side=True)
         problems.append(MappingProblem("TF1", a, _why_unpaired(a, rest1, rest2)
-                                       + _bias_hint(a, rest2, state.tf2)
-                                       + _fused_cell_hint(a, rest2)
+                                       + (cell or _bias_hint(a, rest2, state.tf2))
                                        + _axes_hint(a, rest2, "TF2")))
     unpaired1 = [a for a in state.tf1 if a.name not in state.paired]
     for c in rest2:
         same = [a for a in unpaired1 if a.shape == c.shape]
         msg = (f"no TF1 variable holds it (unpaired TF1: {_describe(unpaired1)})"
                if not same else f"ambiguous or of another kind: TF1 {_describe(same)}")
-        problems.append(MappingProblem("TF2", c, msg + _bias_hint(c, unpaired1, state.tf1)
+        cell = _gru_cell_hint(c, unpaired1, rest2, tf1_side=False)
+        problems.append(MappingProblem("TF2", c, msg + (cell or _bias_hint(c, unpaired1,
+                                                                           state.tf1))
                                        + _axes_hint(c, unpaired1, "TF1")))
     return problems
+
+
+ONE_WITH_ONE = "pgtwin pairs one variable with one"
+"""Said in each note of a recurrent cell laid out in other variables on the two sides."""
+
+
+def _gru_units(tf1_shapes: set[tuple], keras_shapes: set[tuple]) -> int | None:
+    """The units of a GRU held as TF1's ``GRUCell`` (``gates/kernel [n, 2u]``,
+    ``candidate/kernel [n, u]``, n = inputs + u) among ``tf1_shapes`` and as Keras' ``GRU``
+    (``kernel [n - u, 3u]``, ``recurrent_kernel [u, 3u]``) among ``keras_shapes``; else None."""
+    for n, k in (s for s in tf1_shapes if len(s) == 2 and s[1] % 2 == 0):
+        u = k // 2
+        if n > u and (n, u) in tf1_shapes and {(n - u, 3 * u), (u, 3 * u)} <= keras_shapes:
+            return u
+    return None
+
+
+def _gru_cell_hint(v: VariableInfo, tf1_left: Sequence[VariableInfo],
+                   tf2_left: Sequence[VariableInfo], tf1_side: bool) -> str:
+    """The note for ``v`` (a TF1 variable where ``tf1_side``), one of a GRU's that TF1's
+    ``GRUCell`` and Keras' ``GRU`` hold in different layouts among the unpaired variables
+    of the two sides; else ''."""
+    tf1_shapes, keras_shapes = {o.shape for o in tf1_left}, {o.shape for o in tf2_left}
+    u = _gru_units(tf1_shapes, keras_shapes)
+    if u is None:
+        return ""
+    n = next(s[0] for s in tf1_shapes if len(s) == 2 and s[1] == 2 * u and (s[0], u) in
+             tf1_shapes)
+    own = ({(n, 2 * u), (n, u), (2 * u,), (u,)} if tf1_side
+           else {(n - u, 3 * u), (u, 3 * u), (3 * u,), (2, 3 * u)})
+    if v.shape not in own:
+        return ""
+    i = n - u
+    return (f". One GRU of {u} units, laid out otherwise on each side: TF1's GRUCell holds "
+            f"gates/kernel [{n}, {2 * u}] (the reset gate r, then the update gate u) and "
+            f"candidate/kernel [{n}, {u}], each with a bias, their rows acting on [inputs "
+            f"({i}), state ({u})]; Keras' GRU holds kernel [{i}, {3 * u}] and "
+            f"recurrent_kernel [{u}, {3 * u}], the gates in the order z (TF1's u), r, h, and "
+            "one bias. TF1 applies the reset gate to the state before the candidate's matmul: "
+            "Keras' GRU(reset_after=False) does the same, its default reset_after=True "
+            "computes another function. TF1 also starts the gate bias at 1.0. "
+            f"{ONE_WITH_ONE}: to compare, write the cell by hand with TF1's variables, or "
+            "convert them (kernel = the columns [u | r | candidate] of TF1's first "
+            f"{i} rows, recurrent_kernel the same of its last {u}, bias = [u | r | "
+            "candidate]) and compare the outputs")
 
 
 def _axes_hint(a: VariableInfo, others: Sequence[VariableInfo], side: str) -> str:
@@ -463,9 +510,9 @@ def _fused_cell_hint(a: VariableInfo, rest2: Sequence[VariableInfo]) -> str:
             "recurrent_kernel. The two also order the gates differently (TF1 i, j, f, o; "
             "Keras i, f, c, o) and TF1 adds forget_bias=1.0 at run time, which Keras keeps "
             "in the bias (unit_forget_bias initialises it): the bias of shape "
-            f"({a.shape[1]},) pairs by shape but not gate by gate. pgtwin pairs one variable "
-            "with one: convert the weights by splitting the rows, reordering the columns and "
-            "adding 1.0 to the forget gate's bias, then compare")
+            f"({a.shape[1]},) pairs by shape but not gate by gate. {ONE_WITH_ONE}: convert "
+            "the weights by splitting the rows, reordering the columns and adding 1.0 to the "
+            "forget gate's bias, then compare")
 
 
 def _why_unpaired(a: VariableInfo, rest1: Sequence[VariableInfo],
