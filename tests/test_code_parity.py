@@ -230,6 +230,23 @@ def test_learning_rates_are_compared_again_before_every_step():
     assert "TF1's learning rate is 0.01 and SGD's 0.00707107" in first.note
 
 
+def test_a_fed_rate_against_a_keras_schedule_is_told_as_fed_not_as_schedules():
+    """TF1's rate is a placeholder the loop feeds (A2C's linear schedule); the harness feeds
+    it the batch's one value at every step, so a Keras schedule parts at step 2, and the
+    note says why, not to compare exponential_decay's settings."""
+    def fed_rate(lr):
+        return tf1.train.GradientDescentOptimizer(tf1.placeholder(tf.float32, [], name="LR"))
+    program = dataclasses.replace(up.tf1_program(), build=lambda: up.PolicyGradient(
+        optimizer=fed_rate), feeds={**up.tf1_program().feeds, "lr": "LR:0"})
+    keras_rate = keras.optimizers.schedules.PolynomialDecay(up.LR, 10, 0.0)
+    report = compare_programs(program, up.tf2_program(optimizer=keras.optimizers.SGD(
+        keras_rate)), {**BATCH, "lr": np.float64(up.LR)})
+    first = report.first_failure
+    assert (first.item, "step 2/3" in first.context) == ("optimizer.learning_rate", True)
+    assert "TF1's rate is the placeholder LR, which the harness feeds the same input at " \
+           "every step" in first.note and "exponential_decay" not in first.note
+
+
 @pytest.mark.parametrize("decay", [0.5, 1.0])
 def test_momentum_under_a_decaying_rate_parts_by_design_and_says_so(decay):
     # TF1's Momentum: a <- 0.9 a + g, w <- w - lr_t a; Keras' SGD: v <- 0.9 v - lr_t g,
@@ -973,3 +990,81 @@ def test_a_variable_the_loss_reads_but_var_list_leaves_out_is_told_so():
         "WARNING not compared, though TF1's train_op updates it (adam) and the loss reads it: "
         "TF1Program.var_list leaves it out")
     assert rows["TF1 critic/v/weights"] == "not compared: the TF1 loss does not depend on it"
+
+
+class EmaPolicy(up.PolicyGradient):
+    """Old code that keeps a Polyak average of its policy for evaluation: ema.apply run
+    after each minimize (a control dependency), its averages read by an eval head."""
+
+    def __init__(self):
+        super().__init__()
+        ema = tf1.train.ExponentialMovingAverage(decay=0.995)
+        with tf.control_dependencies([self.train_op]):
+            self.train_op = ema.apply(tf1.trainable_variables("policy"))
+        self.sess.run(tf1.global_variables_initializer())
+
+
+def test_keras_use_ema_against_tf1s_exponential_moving_average_fails_saying_they_differ():
+    """Keras' use_ema copies the weights at its first step; TF1's average starts from the
+    initial weights: not one average, though the trained weights agree."""
+    program = dataclasses.replace(up.tf1_program(), build=EmaPolicy)
+    optimizer = keras.optimizers.Adam(up.LR, epsilon=1e-8, use_ema=True, ema_momentum=0.995)
+    report = compare_programs(program, up.tf2_program(optimizer=optimizer), BATCH, steps=1)
+    [bad] = failing(report)
+    assert bad.item == "optimizer.use_ema"
+    assert bad.note.startswith("TF1 keeps an ExponentialMovingAverage's average, and Keras' "
+                               "use_ema keeps another one")
+    assert compare_programs(program, up.tf2_program(), BATCH, steps=1).ok
+
+
+def test_an_average_tf1s_train_op_updates_with_no_tf2_partner_warns():
+    """The averages read by an eval head are state; the port keeps none: not a silent
+    "not compared"."""
+    class EvalHead(EmaPolicy):
+        def __init__(self):
+            super().__init__()
+            w = [v for v in tf1.global_variables() if v.name.endswith(
+                "out/weights/ExponentialMovingAverage:0")][0]
+            self.eval_logits = tf.matmul(tf.zeros([1, up.HIDDEN]), w)
+
+    class KerasEvalHead(up.KerasAgent):
+        def compute_loss(self, obs, actions, returns):
+            out = super().compute_loss(obs, actions, returns)
+            return {**out, "eval_logits": tf.zeros([1, up.HIDDEN]) @ self.model.layers[-1].kernel}
+
+    program = dataclasses.replace(up.tf1_program(), build=EvalHead,
+                                  outputs={"eval_logits": "eval_logits"})
+    report = compare_programs(program, dataclasses.replace(
+        up.tf2_program(), build=KerasEvalHead), BATCH, steps=1)
+    assert report.ok, report.to_table()
+    assert any(w.item.endswith("ExponentialMovingAverage") and "TF1's train_op updates it"
+               in w.note for w in report.warnings), report.to_table()
+
+
+class BiasPenalty(up.KerasAgent):
+    """A port whose loss adds 1e-2 * sum(b^2) over the first layer's bias, which TF1's has
+    not: 0, with a zero gradient, at the bias's zero start."""
+
+    def compute_loss(self, obs, actions, returns):
+        out = super().compute_loss(obs, actions, returns)
+        bias = self.model.layers[0].bias
+        return {**out, "loss": out["loss"] + 1e-2 * tf.reduce_sum(tf.square(bias))}
+
+
+def test_a_loss_term_that_vanishes_at_the_start_is_caught_at_the_weights_after_step_1():
+    """At the start the bias is 0: loss, gradients and the first Adam step agree. At TF1's
+    weights after step 1 (|b| ~ lr = 1e-2) the term adds 2e-2 b ~ 2e-4 to the bias's
+    gradient, far over float64's tolerance; the faithful port passes there."""
+    tf2 = dataclasses.replace(up.tf2_program("float64"), build=lambda: BiasPenalty("float64"))
+    report = compare_programs(up.tf1_program("float64"), tf2, BATCH, steps=1)
+    first = report.first_failure
+    assert first is not None and first.item.startswith("policy/fc1/biases -> "), \
+        report.to_table()
+    assert first.item.endswith(": loss gradient after step 1")
+    assert first.note.startswith("the loss's gradients agreed at the starting weights and part "
+                                 "at the weights after the first step")
+    assert all(r.ok for r in report.rows if r.rung in ("outputs", "loss", "gradients"))
+    faithful = compare_programs(up.tf1_program("float64"), up.tf2_program("float64"), BATCH,
+                                steps=1)
+    assert faithful.ok and any(r.item.endswith("loss gradient after step 1")
+                               for r in faithful.rows), faithful.to_table()

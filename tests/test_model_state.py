@@ -344,6 +344,8 @@ def test_a_soft_update_rate_is_read_through_float32_rounding():
         "TF2's update of this state variable is 199x TF1's, all of it")
     # updates that are not one factor apart stay unexplained
     assert copy_rate_note(d1, d2 + 0.01 * rng.normal(size=d2.shape), "", rounding) == ""
+    # a TF2 "update" of rounding size (-6e-5x TF1's: an average it never moved) is no rate
+    assert copy_rate_note(d1, -5.8e-5 * d1, "", rounding) == ""
 
 
 def test_an_interactive_sessions_values_are_the_starting_state_too():

@@ -216,6 +216,29 @@ def test_a_train_op_whose_gradient_reads_what_another_step_writes_is_a_race(orde
         assert races == [] and note == ""
     else:
         assert races == [("critic/w", "actor/w")]
-        assert note.startswith("TF1's train_op writes critic/w while another of its gradients "
-                               "(actor/w's) reads it, with no control dependency between the "
-                               "two: TF1 runs each read before or after the write")
+        assert note.startswith("TF1's train_op writes critic/w while another of its ops (the "
+                               "gradient or the update of actor/w) reads it, with no control "
+                               "dependency between the two: TF1 runs each read before or "
+                               "after the write")
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_an_average_grouped_bare_with_the_step_it_follows_is_a_race(ordered):
+    # tf.group(minimize, ema.apply(weights)): the average's update reads w, which the
+    # step writes, with no order between them; under control_dependencies([minimize]) it
+    # reads the stepped w.
+    from pgtwin.parity.optimizer_config import tf1_step_races
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default():
+        tf1.set_random_seed(0)
+        w = tf1.get_variable("w", [3, 1])
+        minimize = tf1.train.GradientDescentOptimizer(0.1).minimize(
+            tf.reduce_sum(tf.ones([2, 3]) @ w))
+        ema = tf1.train.ExponentialMovingAverage(0.99)
+        if ordered:
+            with tf.control_dependencies([minimize]):
+                step = ema.apply([w])
+        else:
+            step = tf.group(minimize, ema.apply([w]))
+        races = tf1_step_races(step)
+    assert races == ([] if ordered else [("w", "w/ExponentialMovingAverage")])

@@ -238,6 +238,13 @@ def test_optimizer_state_reset_and_a_refused_convert(tmp_path):
     auto = convert_user_checkpoint(src, str(tmp_path / "c" / "ckpt"), tf1_program(),
                                    tf2_program(**sgd), batch)
     assert auto.optimizer_state == "fresh" and "SGD" in auto.notes[0]
+    # the checkpoint's Adam state is left behind: a resumed run's next step is not TF1's
+    [warned] = [w for w in auto.report.warnings if w.item == "optimizer state"]
+    assert (warned.item, warned.note) == (
+        "optimizer state", f"WARNING {auto.notes[0].split('started fresh: ')[1]}: the "
+        "optimizer starts fresh, so a resumed run's next step is not TF1's next step (its "
+        "moments start again)")
+    assert not [w for w in result.report.warnings if w.item == "optimizer state"]  # asked for
 
 
 def tf1_factory(dtype="float32"):

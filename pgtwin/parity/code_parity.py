@@ -31,6 +31,7 @@ from pgtwin.parity.forward_rows import forward_rows
 from pgtwin.parity.model_state import explain_roles, split_name_map
 from pgtwin.parity.parity_rows import gradient_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
+from pgtwin.parity.state_notes import EMA_SHADOW
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 from pgtwin.parity.variable_mapping import MappingProblem, VariableMapping, infer_mapping
@@ -117,7 +118,7 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
                                  "target network):\n") + \
             state.to_table()
     report.rows.extend(_variable_rows(legacy, eager, mapping, ctx))
-    report.rows.extend(_state_rows(state, ctx))
+    report.rows.extend(_state_rows(state, legacy, ctx))
     report.rows.extend(Row("variables", f"TF1 {n}", 0.0, 0.0, True, FROZEN_IN_EFFECT, ctx)
                        for n in frozen)
     if not report.ok:
@@ -254,15 +255,21 @@ def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     return rows
 
 
-def _state_rows(state: VariableMapping, ctx: str) -> list[Row]:
+def _state_rows(state: VariableMapping, legacy: TF1Side, ctx: str) -> list[Row]:
     """The state pairs; a state variable without a partner is listed, not failed: one side
-    may hold as a variable what the other holds as a constant."""
+    may hold as a variable what the other holds as a constant. A TF1 one that the
+    ``train_op`` assigns is a warning: no rung sees that update."""
     rows = [Row("variables", f"{p.tf1.name} -> {p.tf2.name}", 0.0, 0.0, True,
                 f"state, paired by {p.how}: compared after each train step", ctx)
             for p in state.pairs]
-    rows.extend(Row("variables", f"{p.side} {p.variable.name}", 0.0, 0.0, True,
-                    f"state {p.variable.shape}, not compared: {p.message}", ctx)
-                for p in state.problems)
+    for p in state.problems:
+        assigner = legacy.assigner_of(p.variable.name) if p.side == "TF1" else ""
+        note = f"state {p.variable.shape}, not compared: {p.message}"
+        if assigner:
+            shadow = p.variable.name.endswith("ExponentialMovingAverage")
+            note = (f"WARNING {note}; TF1's train_op updates it ({assigner}), and no rung "
+                    "sees that update" + (f": it is {EMA_SHADOW}" if shadow else ""))
+        rows.append(Row("variables", f"{p.side} {p.variable.name}", 0.0, 0.0, True, note, ctx))
     return rows
 
 

@@ -12,6 +12,10 @@ from typing import Any
 
 import tensorflow as tf
 
+ASSIGN_OPS = frozenset({"Assign", "AssignVariableOp", "AssignAdd", "AssignSub",
+                        "AssignAddVariableOp", "AssignSubVariableOp"})
+"""The ops that write a TF1 variable in place (its first input), its value the second."""
+
 
 def upstream_ops(root: Any, control: bool = True,
                  stop: Callable[[tf.Operation], bool] | None = None) -> Iterator[tf.Operation]:

@@ -23,16 +23,24 @@ MOMENTUM_RATE_CHANGE = (
 """The weights rows' note once a schedule has moved a momentum optimizer's learning rate."""
 
 
-def learning_rate_row(tf1_rate: float | None, optimizer: Any, where: str) -> Row | None:
+def learning_rate_row(tf1_rate: float | None, optimizer: Any, where: str,
+                      fed: list[str] = ()) -> Row | None:
     """A failing row when ``tf1_rate`` (TF1's learning rate now, before a step after the
     first) and the Keras ``optimizer``'s part by more than the relative 1e-6 the settings
-    rows use, else None."""
+    rows use, else None. ``fed``: the placeholders TF1's rate reads (a schedule the
+    training loop computes and feeds), which the harness feeds one input at every step."""
     a, b = tf1_rate, keras_optimizer(optimizer)[1].get("learning_rate")
     if a is None or b is None or abs(a - b) <= 1e-6 * max(abs(a), abs(b)):
         return None
     name = type(optimizer).__name__
+    why = ("the schedules differ (compare decay_steps, decay_rate and staircase of "
+           "tf.compat.v1.train.exponential_decay and keras.optimizers.schedules."
+           "ExponentialDecay, or a schedule on one side only)") if not fed else (
+        f"TF1's rate is the placeholder {', '.join(fed)}, which the harness feeds the same "
+        "input at every step, and the Keras optimizer's schedule has moved its own: a "
+        "schedule your loop feeds cannot be compared over steps here; set the Keras rate "
+        "from the same input in the train step (optimizer.learning_rate.assign(batch[KEY])) "
+        "to compare the rest, or compare over one step (--steps 1)")
     return Row("weights", "optimizer.learning_rate", abs(a - b), abs(a - b) / max(abs(a), abs(b)),
                False, f"before this step TF1's learning rate is {a:g} and {name}'s {b:g}, "
-               "after the same steps: the schedules differ (compare decay_steps, decay_rate "
-               "and staircase of tf.compat.v1.train.exponential_decay and keras.optimizers."
-               "schedules.ExponentialDecay, or a schedule on one side only)", where)
+               f"after the same steps: {why}", where)

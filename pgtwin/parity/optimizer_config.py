@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pgtwin.parity.graph_walk import upstream_ops
+from pgtwin.parity.graph_walk import ASSIGN_OPS, upstream_ops
 from pgtwin.parity.ladder import Row
 
 tf1 = tf.compat.v1
@@ -82,31 +82,39 @@ def tf1_stepped(train_op: Any) -> dict[tf.Operation, str]:
 
 def tf1_step_races(train_op: Any) -> list[tuple[str, str]]:
     """``(written, read for)`` variable names where an apply op of ``train_op`` writes a
-    variable that another apply op's gradient reads, and neither is ordered before the
-    other (no control dependency): TF1 then runs the read before or after the write as it
-    pleases (SAC's three minimize ops grouped bare: the actor's gradient reads the Q
-    weights the critic's step writes)."""
+    variable that another apply op's gradient, or an assign op's value, reads, and neither
+    is ordered before the other (no control dependency): TF1 then runs the read before or
+    after the write as it pleases (SAC's three minimize ops grouped bare: the actor's
+    gradient reads the Q weights the critic's step writes; ``tf.group(minimize,
+    ema.apply(weights))``: the average reads the weights its step writes)."""
     start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
-    applies = [op for op in upstream_ops(start) if apply_kind(op.type)]
-    before = {op: set(upstream_ops(op)) for op in applies}
+    ops = list(upstream_ops(start))
+    applies = [op for op in ops if apply_kind(op.type)]
+    readers = {op: gradient_input(op) for op in applies}
+    readers.update({op: op.inputs[1] for op in ops
+                    if op.type in ASSIGN_OPS and len(op.inputs) > 1})
+    readers = {op: t for op, t in readers.items() if t is not None}
+    before = {op: set(upstream_ops(op)) for op in readers}
     races = []
     for writer in applies:
         target = writer.inputs[0].op
-        for other in applies:
+        for other, read in readers.items():
             if other is writer or writer in before[other]:
                 continue
-            gradient = gradient_input(other)
-            if gradient is None:
-                continue
-            reads = [o for o in upstream_ops(gradient) if not apply_kind(o.type)
-                     and any(t.op is target for t in o.inputs)]
+            # an assign's value is read through its data inputs only: Adam's beta powers
+            # are assigned under control dependencies on the steps, not from the weights
+            reads = [o for o in upstream_ops(read, control=bool(apply_kind(other.type)))
+                     if not apply_kind(o.type) and any(t.op is target for t in o.inputs)]
             if any(r not in before[writer] for r in reads):
                 races.append((target.name, other.inputs[0].op.name))
     return races
 
 
-def tf1_rate_reads(train_op: Any) -> set[str]:
-    """The names of the variables the learning rates of ``train_op``'s apply ops are
+def tf1_rate_reads(train_op: Any,
+                   kinds: tuple[str, ...] = ("VarHandleOp", "VariableV2", "Variable")
+                   ) -> set[str]:
+    """The names of the variables (or the ops of other ``kinds``: ``("Placeholder",)`` for
+    a rate the training loop feeds) the learning rates of ``train_op``'s apply ops are
     computed from (``{"global_step"}`` for ``exponential_decay(lr, global_step, ...)``)."""
     start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
     found = set()
@@ -116,7 +124,7 @@ def tf1_rate_reads(train_op: Any) -> set[str]:
         args = [a.name for a in op.op_def.input_arg]
         for name in {"lr", "alpha"} & set(args):
             found |= {o.name for o in upstream_ops(op.inputs[args.index(name)])
-                      if o.type in ("VarHandleOp", "VariableV2", "Variable")}
+                      if o.type in kinds}
     return found
 
 

@@ -19,9 +19,10 @@ from pgtwin.parity.ladder import Row
 from pgtwin.parity.learning_rates import MOMENTUM_RATE_CHANGE, learning_rate_row
 from pgtwin.parity.optimizer_config import (clipping_hint, drift_hint, float32_rounding,
                                             keras_optimizer, optimizer_rows, rounded_to_float32,
-                                            tf1_clipping)
+                                            tf1_clipping, tf1_rate_reads)
 from pgtwin.parity.optimizer_groups import NONE, OptimizerGroup, form_groups
 from pgtwin.parity.parity_rows import tolerances
+from pgtwin.parity.state_notes import EMA_SHADOW
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 
@@ -149,6 +150,12 @@ def judge(legacy: TF1Side, eager: TF2Side, group: OptimizerGroup, drifts: Mappin
                           ("its train_op", type(group.keras).__name__), ctx, tf1_clip, at)
     if tf1_clip is not None and set(group.tf1_names) <= unclipped:
         rows = [_idle_clip(r, tf1_clip[0], at) for r in rows]
+    if settings.get("use_ema") and any(n.endswith("ExponentialMovingAverage")
+                                       for n in legacy.graph_variables()):
+        rows = [r if r.item != "optimizer.use_ema" else Row(
+            r.rung, r.item, r.max_abs, r.max_rel, False,
+            f"TF1 keeps {EMA_SHADOW.replace(': Keras', ', and Keras', 1)}", r.context)
+            for r in rows]
     clipping = clipping_hint(tf1_clip, settings)
     drift = drifts.get(id(group.keras), "") if tf1_kind == group.keras_kind == "rmsprop" else ""
     differ = [r.note for r in rows if not r.ok]  # a setting that differs says most
@@ -221,7 +228,8 @@ def rates_now(legacy: TF1Side, judged: list[Judged], where: str) -> list[Row]:
         if g.keras is None or g.tf1_kind != g.keras_kind:
             continue
         rate = now.get(g.tf1_names[0], NONE)[1].get("learning_rate")
-        row = learning_rate_row(rate, g.keras, where)
+        fed = sorted(tf1_rate_reads(legacy.train_op, ("Placeholder",)))
+        row = learning_rate_row(rate, g.keras, where, fed)
         if row is not None:
             return g.named([row])
         if g.keras_kind == "sgd" and g.keras_settings.get("momentum") \

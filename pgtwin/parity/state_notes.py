@@ -70,9 +70,18 @@ def copy_rate_note(d1: np.ndarray, d2: np.ndarray, assigner: str = "",
     if guess is None:
         return ""
     c = common_factor(d1, d2, 1e-3, 2.0 * (rounding[1] + abs(guess) * rounding[0]))
-    if c is None or abs(c - 1.0) <= 1e-3:
+    if c is None or abs(c - 1.0) <= 1e-3 or c < 1e-2:  # ~0: TF2 did not move it, no rate
         return ""
     where = f" (TF1 runs it in {assigner})" if assigner else ""
     return (f"TF2's update of this state variable is {c:.4g}x TF1's, all of it: a copy moved "
             f"towards its source at another rate, as a target network's soft update t <- tau "
             f"w + (1 - tau) t with TF2's tau {c:.4g}x TF1's{where}: give both the same tau")
+
+
+EMA_SHADOW = ("an ExponentialMovingAverage's average: Keras' use_ema keeps another one (it "
+              "copies the weights at its first step, where TF1's average starts from their "
+              "initial values and moves by 1 - decay a step): keep the average in variables "
+              "of the TF2 model, updated after apply_gradients (avg.assign(decay * avg + "
+              "(1 - decay) * w))")
+"""What an unpaired TF1 ``ExponentialMovingAverage`` shadow variable, and a Keras
+``use_ema`` beside one, are told."""

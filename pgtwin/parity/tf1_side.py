@@ -23,7 +23,7 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_build_error,
                                        program_failed, require_eager)
 from pgtwin.parity.fed_gradients import fed_gradients
-from pgtwin.parity.graph_walk import upstream_ops
+from pgtwin.parity.graph_walk import ASSIGN_OPS, upstream_ops
 from pgtwin.parity.model_state import state_kept, tf1_state_variables, variable_ops
 from pgtwin.parity.optimizer_config import (apply_kind, gradient_input, tf1_adam_moments,
                                             tf1_clip_thresholds, tf1_optimizer,
@@ -135,11 +135,6 @@ def _tensor(value: Any, what: str) -> tf.Tensor:
     if not isinstance(value, tf.Tensor):
         raise TypeError(f"{what} is {type(value).__name__}, not a tensor of the TF1 graph")
     return value
-
-
-_ASSIGNS = frozenset({"Assign", "AssignVariableOp", "AssignAdd", "AssignSub",
-                      "AssignAddVariableOp", "AssignSubVariableOp"})
-"""The ops that write a TF1 variable in place."""
 
 
 def op_by_op_config() -> Any:
@@ -475,7 +470,7 @@ class TF1Side:
         queue = deque([self.train_op])
         while queue:
             op = queue.popleft()
-            if op.type in _ASSIGNS and op.inputs and op.inputs[0].op is target:
+            if op.type in ASSIGN_OPS and op.inputs and op.inputs[0].op is target:
                 group = via[op]
                 while group is not None and group.type != "NoOp":
                     group = via[group]

@@ -22,6 +22,7 @@ from pgtwin.parity.optimizer_judging import (Judged, first_step_groups, iteratio
                                              rates_now, remade_note)
 from pgtwin.parity.optimizer_pairs import optimizer_factories
 from pgtwin.parity.output_notes import random_step_note
+from pgtwin.parity.parity_rows import gradient_rows
 from pgtwin.parity.state_notes import bessel_note, copy_rate_note, momentum_note
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
@@ -135,10 +136,42 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         if not all(r.ok for r in gradient_rows + step_rows) and legacy_step:
             race = _race_note(legacy)  # TF1's own step is no one computation
             gradient_rows, step_rows = _noted(gradient_rows, race), _noted(step_rows, race)
-        rows = rows + gradient_rows  # step 1's own check, kept whatever follows
+        if step == 1 and earlier_ok and all(r.ok for r in gradient_rows + step_rows):
+            gradient_rows += _gradients_after_first_step(legacy, eager, pairs, *grad_tol,
+                                                         where)
+        rows = rows + gradient_rows  # step 1's own checks, kept whatever follows
         if not all(r.ok for r in gradient_rows + step_rows) or step == steps:
             return rows + step_rows
     return rows
+
+
+MOVED_GRADIENTS = (
+    "the loss's gradients agreed at the starting weights and part at the weights after the "
+    "first step (TF1's, loaded into both sides): a term of the loss that is 0, with no "
+    "gradient, at the start differs (an L2 penalty on the biases, which start at 0, on one "
+    "side only; a penalty on the weights' distance from where they started)")
+"""The note of a gradient row that parts at the weights after step 1."""
+
+
+def _gradients_after_first_step(legacy: TF1Side, eager: TF2Side, pairs: list[tuple[str, str]],
+                                rtol: float, atol: float, where: str) -> list[Row]:
+    """The loss's gradient on both sides again, at TF1's weights after its first step,
+    loaded into the TF2 side for the call (its own put back after), at the gradients rung's
+    tolerances: the starting weights hide a term that vanishes there (L2 on biases that
+    start at 0), and Adam's normalised steps hide it in the weights."""
+    tf1_weights, own = legacy.values(), eager.values()
+    eager.load({b: tf1_weights[a] for a, b in pairs})
+    try:
+        _, tf2_grads = eager.run()
+    finally:
+        eager.load(own)
+    tf1_grads = legacy.gradients()
+    found = gradient_rows({a: tf1_grads[a] for a, _ in pairs},
+                          {a: tf2_grads[b] for a, b in pairs}, rtol, atol, where)
+    to_tf2 = dict(pairs)
+    return [Row("weights", f"{r.item} -> {to_tf2[r.item]}: loss gradient after step 1",
+                r.max_abs, r.max_rel, r.ok, "" if r.ok else MOVED_GRADIENTS, r.context)
+            for r in found]
 
 
 ADAM_NOISE = (
@@ -169,11 +202,13 @@ def _race_note(legacy: TF1Side) -> str:
         return ""
     written, reader = races[0]
     more = f", and {len(races) - 1} more such pairs" if len(races) > 1 else ""
-    return (f"TF1's train_op writes {written} while another of its gradients ({reader}'s) "
-            f"reads it, with no control dependency between the two{more}: TF1 runs each read "
+    return (f"TF1's train_op writes {written} while another of its ops (the gradient or the "
+            f"update of {reader}) reads it, with no control dependency between the two{more}: "
+            "TF1 runs each read "
             "before or after the write as it pleases (a race), so its step is no one "
             "computation a port can match; order its train ops (with "
-            "tf.control_dependencies([train_pi]): train_q = ...) as the TF2 train step orders "
+            "tf.control_dependencies([train_pi]): train_q = ..., or an average's "
+            "ema.apply(...) under the minimize it follows) as the TF2 train step orders "
             "them, then compare")
 
 
@@ -331,11 +366,17 @@ STUCK_MOVED = ("its TF2 gradient is None (the gradients rung): the TF2 loss does
 """The same, for a variable whose TF2 gradient is None."""
 
 
-def _beyond_rounding(step: float, weights: np.ndarray) -> bool:
-    """True when a step of ``step`` (the variable's largest change) is more than a rounding
-    of ``weights`` can make: over 8 units in the last place of its largest value."""
-    w = np.asarray(weights)
-    return bool(w.size) and step > 8 * float(np.spacing(np.max(np.abs(w)).astype(w.dtype)))
+def _moved_or_still(before: np.ndarray, after: np.ndarray) -> tuple[bool, bool]:
+    """``(moved, still)`` of one side's variable over a step: its largest change is over 8
+    units in the last place of its largest value (more than rounding makes), or at most 2
+    (an average updated before the step it should follow moves by its rounding only);
+    neither in between."""
+    w = np.asarray(after)
+    if not w.size:
+        return False, True
+    ulp = float(np.spacing(np.max(np.abs(w)).astype(w.dtype)))
+    change = largest_change((before, after))
+    return change > 8 * ulp, change <= 2 * ulp
 
 
 def step_atol(atol: float, step: float) -> float:
@@ -400,30 +441,25 @@ def _weight_row(tf1_name: str, tf2_name: str, before1, after1, before2, after2,
     allows for Adam's amplification of float32 noise at a step of ~1e-2; at a learning rate
     of 1e-4 it would pass a step wrong by all of itself (a clipping left out). A step one
     side took and the other did not fails, though ``rtol`` of the weights would pass it
-    (a ``log_std`` of 0.5 moved by 4e-6), unless it is of rounding size
-    (:func:`_beyond_rounding`)."""
+    (a ``log_std`` of 0.5 moved by 4e-6; :func:`_moved_or_still`)."""
     item = f"{tf1_name} -> {tf2_name}"
     step = largest_change((before1[tf1_name], after1[tf1_name]),
                           (before2[tf2_name], after2[tf2_name]))
     if step_scaled:
         atol = step_atol(atol, step)
     row = compare_arrays("weights", item, after1[tf1_name], after2[tf2_name], rtol, atol, where)
-    moved1 = not np.array_equal(before1[tf1_name], after1[tf1_name])
-    moved2 = not np.array_equal(before2[tf2_name], after2[tf2_name])
-    if row.ok and moved1 != moved2 and _beyond_rounding(step, after1[tf1_name]):
+    (moved1, still1), (moved2, still2) = (
+        _moved_or_still(before[n], after[n]) for before, after, n in
+        ((before1, after1, tf1_name), (before2, after2, tf2_name)))
+    only1, only2 = moved1 and still2, moved2 and still1
+    if row.ok and (only1 or only2):
         # rtol of the weights passes a whole small step (a log_std moved by 4e-6) that
         # one side never took
         row = Row(row.rung, row.item, row.max_abs, row.max_rel, False, "", where)
     if row.ok:
         return Row(row.rung, row.item, row.max_abs, row.max_rel, True, hint, where) \
             if hint else row
-    note = ""
-    if moved1 and not moved2:
-        note = moved[0]
-    elif moved2 and not moved1:
-        note = moved[1]
-    else:
-        note = cause
+    note = moved[0] if only1 else moved[1] if only2 else cause
     # max_rel is relative to the weights, which a small step barely moves: say how far
     # apart the steps are, the size the check is about.
     size = (f"the weights part by {row.max_abs:.3g}, {row.max_abs / step:.3g} of the step's "
