@@ -98,6 +98,7 @@ def test_each_holder_is_paired_with_its_own_variable_through_a_global_norm_clip(
     the holder on the gradient's own path (not the clipping's scalar) is that variable's."""
     g = tf.Graph()
     with g.as_default():
+        tf1.set_random_seed(0)  # op determinism may be on in this process
         a = tf1.get_variable("a", [2, 2])
         b = tf1.get_variable("b", [2, 2])
         hb = tf1.placeholder(tf.float32, [2, 2], name="hb")
@@ -112,6 +113,7 @@ def test_a_fed_gradient_with_a_weight_decay_term_is_still_fed():
     """``holder + 1e-4 * w`` reads a variable, not a gradient op: still a fed gradient."""
     g = tf.Graph()
     with g.as_default():
+        tf1.set_random_seed(0)  # op determinism may be on in this process
         w = tf1.get_variable("w", [2, 2])
         h = tf1.placeholder(tf.float32, name="h")
         op = tf1.train.GradientDescentOptimizer(0.1).apply_gradients([(h + 1e-4 * w, w)])
@@ -122,6 +124,7 @@ def test_a_fed_gradient_with_a_weight_decay_term_is_still_fed():
 def test_a_gradient_computed_in_the_graph_is_not_taken_for_a_fed_one():
     g = tf.Graph()
     with g.as_default():
+        tf1.set_random_seed(0)  # op determinism may be on in this process
         x = tf1.placeholder(tf.float32, [None, 2], name="x")
         w = tf1.get_variable("w", [2, 2])
         op = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(x @ w))
