@@ -244,15 +244,23 @@ def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     stepped = legacy.stepped_not_compared()
     read = set(legacy.read_not_compared())
     rows.extend(Row("variables", f"TF1 {n}", 0.0, 0.0, True,
-                    (NOT_IN_VAR_LIST_STEPPED if n in read else NOT_COMPARED_STEPPED).format(
-                        kind=stepped[n]) if n in stepped else
-                    "not compared: left out of TF1Program.var_list (the loss reads it)"
-                    if n in read else "not compared: the TF1 loss does not depend on it", ctx)
+                    _not_compared_note(stepped.get(n), n in read), ctx)
                 for n in legacy.not_compared)
     rows.extend(Row("variables", f"TF2 {n}", 0.0, 0.0, True,
                     "not compared: the TF2 loss does not read it", ctx)
                 for n in eager.not_compared)
     return rows
+
+
+def _not_compared_note(stepped_by: str | None, read: bool) -> str:
+    """The row of a TF1 variable left out of the comparison: ``stepped_by`` the optimizer
+    kind TF1's ``train_op`` steps it with (None: not stepped), ``read``: the loss reads it
+    (an explicit ``var_list`` left it out)."""
+    if stepped_by is not None:
+        return (NOT_IN_VAR_LIST_STEPPED if read else NOT_COMPARED_STEPPED).format(
+            kind=stepped_by)
+    return ("not compared: left out of TF1Program.var_list (the loss reads it)" if read
+            else "not compared: the TF1 loss does not depend on it")
 
 
 def _state_rows(state: VariableMapping, legacy: TF1Side, ctx: str) -> list[Row]:
