@@ -20,7 +20,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from pgtwin.parity.graph_walk import upstream_ops
+from pgtwin.parity.graph_walk import is_gradient_op, upstream_ops
 from pgtwin.parity.optimizer_config import apply_kind, gradient_input
 
 
@@ -80,18 +80,13 @@ def fed_gradients(train_op: tf.Operation, feeds: Mapping[str, tf.Tensor],
     return out
 
 
-def _is_computed(op: tf.Operation) -> bool:
-    """An op of ``tf.gradients``' graph: a gradient that reaches one is computed in the
-    graph, not fed."""
-    return op.name.split("/")[0].startswith("gradients") or "_grad/" in op.name
-
-
 def _fed(gradient: tf.Tensor) -> bool:
-    """True when ``gradient`` reads placeholders and no op that computes a gradient (a
-    variable it reads, a weight decay's, is neither)."""
-    reached = list(upstream_ops(gradient, control=False, stop=lambda o: _is_computed(o) or o.type
-                                in ("Placeholder", "VarHandleOp", "VariableV2")))
-    return (not any(_is_computed(o) for o in reached)
+    """True when ``gradient`` reads placeholders and no op of a gradient's graph (a
+    gradient that reaches one is computed in the graph; a variable it reads, a weight
+    decay's, is neither)."""
+    reached = list(upstream_ops(gradient, control=False, stop=lambda o: is_gradient_op(o)
+                                or o.type in ("Placeholder", "VarHandleOp", "VariableV2")))
+    return (not any(is_gradient_op(o) for o in reached)
             and any(o.type == "Placeholder" for o in reached))
 
 

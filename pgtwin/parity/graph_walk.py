@@ -17,6 +17,12 @@ ASSIGN_OPS = frozenset({"Assign", "AssignVariableOp", "AssignAdd", "AssignSub",
 """The ops that write a TF1 variable in place (its first input), its value the second."""
 
 
+def is_gradient_op(op: tf.Operation) -> bool:
+    """An op of a gradient's graph: under ``tf.gradients``' ``gradients/`` scope (or
+    ``gradients_1/`` ...), or an op's ``*_grad/`` scope."""
+    return op.name.split("/")[0].startswith("gradients") or "_grad/" in op.name
+
+
 def upstream_ops(root: Any, control: bool = True,
                  stop: Callable[[tf.Operation], bool] | None = None) -> Iterator[tf.Operation]:
     """Every op ``root`` (a tensor or op) depends on, ``root``'s own op first (breadth first).

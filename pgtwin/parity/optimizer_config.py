@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pgtwin.parity.graph_walk import ASSIGN_OPS, upstream_ops
+from pgtwin.parity.graph_walk import ASSIGN_OPS, is_gradient_op, upstream_ops
 from pgtwin.parity.ladder import Row
 
 tf1 = tf.compat.v1
@@ -448,7 +448,7 @@ def _gradient_path_ops(train_op: Any, loss: Any = None, variables: Any = None
 
     def computes_gradients(op: tf.Operation) -> bool:
         return (op in forward or op.type in ("VarHandleOp", "VariableV2", "Placeholder")
-                or op.name.split("/")[0].startswith("gradients") or "_grad/" in op.name)
+                or is_gradient_op(op))
 
     found: dict[tf.Operation, None] = {}
     for op in upstream_ops(start):
