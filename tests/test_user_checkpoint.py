@@ -599,3 +599,46 @@ def test_outputs_that_part_in_the_verification_are_told_why_as_compare_tells_it(
     assert "the activations differ" in logits.note and "tanh x1" in logits.note, logits.note
     assert "the Keras layers apply none" in logits.note
     assert not (tmp_path / "tf2").exists() or not os.listdir(tmp_path / "tf2")
+
+
+class ListHeldHead(keras.Model):
+    """A port whose output layer's weights are Keras 3 weights kept in a list attribute,
+    which tf.train.Checkpoint(model=...) does not save."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = keras.layers.Dense(HIDDEN, activation="tanh", name="fc1")
+        self.head = []
+        self.build((None, OBS_DIM))
+
+    def build(self, input_shape):
+        self.fc1.build(input_shape)
+        self.head.append(self.add_weight(shape=(HIDDEN, N_ACTIONS), name="out_kernel"))
+        self.head.append(self.add_weight(shape=(N_ACTIONS,), name="out_bias"))
+        self.built = True
+
+    def call(self, x):
+        return self.fc1(x) @ self.head[0] + self.head[1]
+
+
+def test_a_variable_the_written_checkpoint_does_not_hold_is_named_as_such(tmp_path):
+    """Its restore leaves the fresh model's own value: the verification row says that the
+    checkpoint does not track it, not only that the values differ."""
+    from pgtwin.migrate.user_checkpoint import UNTRACKED
+
+    class Agent(TF2Policy):
+        def __init__(self):
+            super().__init__()
+            self.model = ListHeldHead()
+
+    batch = make_batch()
+    _, _, src = trained_tf1(tmp_path, batch)
+    program = dataclasses.replace(tf2_program(), build=Agent)
+    with pytest.raises(ConversionVerificationError) as err:
+        convert_user_checkpoint(src, str(tmp_path / "out" / "ckpt"), tf1_program(), program,
+                                batch)
+    rows = {r.item: r for r in err.value.report.rows if r.rung == "variables"}
+    untracked = [r for r in rows.values() if r.note == UNTRACKED]
+    assert sorted(r.item.split(" -> ")[0] for r in untracked) == [
+        "pi/out/biases", "pi/out/weights"], err.value.report.to_table()
+    assert rows[next(i for i in rows if i.startswith("pi/fc1/weights"))].ok
