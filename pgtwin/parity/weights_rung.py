@@ -15,8 +15,8 @@ import numpy as np
 
 from pgtwin.parity.ladder import Row, common_factor, compare_arrays
 from pgtwin.parity.model_state import COPY_MOVED, STATE_CAUSE, STATE_MOVED
-from pgtwin.parity.optimizer_config import (drift_hint, keras_optimizer, tf1_step_races,
-                                            velocities_built)
+from pgtwin.parity.optimizer_config import (drift_hint, keras_optimizer, tf1_clipping,
+                                            tf1_step_races, velocities_built)
 from pgtwin.parity.optimizer_judging import (Judged, first_step_groups, iterations,
                                              iterations_note, rates_after_first_step,
                                              rates_now, remade_note)
@@ -67,6 +67,7 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     drifts = {id(o): drift_hint("rmsprop", o) for o in eager.optimizers}  # velocities now
     unbuilt = [o for o in eager.optimizers if not velocities_built(o)]  # built in the step
     adam = any(k == "adam" for k, _ in tf1_before.values())  # a Keras one may come lazily
+    clips = legacy_step and tf1_clipping(legacy.train_op, legacy.loss) is not None
     pairs = [(p.tf1.name, p.tf2.name) for p in mapping.pairs]
     judged: list[Judged] = []
     random = ""  # why the steps would part by design (dropout in the train step)
@@ -80,7 +81,7 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         before1, before2 = _all_values(legacy), _all_values(eager)
         counted = {id(o): iterations(o) for o in eager.optimizers}
         moments = (legacy.adam_moments(), eager.adam_moments()) if step == 1 and adam else None
-        unclipped = legacy.unclipped() if step == 1 and legacy_step else set()
+        unclipped = legacy.unclipped() if step == 1 and clips else set()  # a clip acts?
         failure = _run_steps(legacy, eager, where)
         made = eager.refresh_optimizers()  # a train step that makes its optimizer
         if step == 1:  # the Keras optimizers know their variables now
