@@ -313,3 +313,32 @@ def test_few_episodes_message_names_the_count_and_the_fixes():
     msg = few_episodes_message("optimal_per_param", 8, 0.5)
     assert f"from 8 complete episodes in this batch (fewer than {MIN_EPISODES})" in msg
     assert "ReinforceConfig.num_envs" in msg and "baseline_memory, now 0.5" in msg
+
+
+@pytest.mark.parametrize("fused", (True, False))
+@pytest.mark.parametrize("width", ((12, 10), (5, 2)), ids=("wide", "narrow"))
+def test_chunk_scores_equal_the_sum_of_the_steps_outer_products(fused, width):
+    import tensorflow as tf
+
+    from pgtwin.mode_agnostic.episodic_baselines import chunk_scores
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((6, 4, width[0]))
+    d = rng.standard_normal((6, 4, width[1]))
+    # Oracle: chunk k's score is the sum over its C = 4 steps of a_c^T d_c (outer products).
+    want = sum(a[:, c, :, None] * d[:, c, None, :] for c in range(4))
+    got = chunk_scores(tf.constant(a), tf.constant(d), fused).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_chunk_scores_without_xla_write_no_per_step_product_of_a_wide_kernel():
+    import tensorflow as tf
+
+    from pgtwin.mode_agnostic.episodic_baselines import NARROW, chunk_scores
+    wide = NARROW + 1
+    graph = tf.function(lambda a, d: chunk_scores(a, d, fused=False)).get_concrete_function(
+        tf.TensorSpec([None, 16, wide], tf.float32),
+        tf.TensorSpec([None, 16, wide + 3], tf.float32)).graph
+    # Without XLA every op's output is a buffer: a [K, C, in, out] one would hold C times the
+    # chunk scores (at B = 2048 and a 256 x 256 kernel, 512 MiB).
+    ranks = {t.shape.rank for op in graph.get_operations() for t in op.outputs}
+    assert 4 not in ranks, ranks

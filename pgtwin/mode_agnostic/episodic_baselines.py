@@ -14,7 +14,7 @@ score of episode e is ``g_e = sum_{t in e} a_t^T d_t = A_e^T D_e`` (A_e, D_e the
 inputs and deltas, ``[T_e, in]`` and ``[T_e, out]``). Ghost norms of the summed deltas are
 not enough: ``||A_e^T D_e||_F^2 = sum_{t,s in e} (a_t . a_s)(d_t . d_s)`` needs the whole
 ``T_e x T_e`` Gram matrices, and ``optimal_per_param`` needs every element of g_e anyway. So
-g_e is formed per chunk by one batched matmul ``[K, C, in]^T [K, C, out] -> [K, in, out]``
+g_e is formed per chunk (``[K, C, in]^T [K, C, out] -> [K, in, out]``, :func:`chunk_scores`)
 and summed over each episode's chunks (``unsorted_segment_sum``): per episode, not per step
 (E << B), at most C - 1 empty cells per episode. ``optimal_time`` needs the score so far of
 every step, ``psi_el``, which is per step by definition: ``[E, H, in, out]`` (cumsum of the
@@ -188,8 +188,32 @@ def _per_step_pieces(spec: PolicySpec, traced: LayerDeltas, mask: tf.Tensor):
     return [out[name] for name in spec.weight_shapes()]
 
 
-def episode_scores(spec: PolicySpec, traced: LayerDeltas, ep: EpisodeTensors) -> list[tf.Tensor]:
-    """``[E_b, *shape]`` per weight: ``g_e = sum_{t in e} grad log pi_t`` (module doc)."""
+NARROW = 8
+"""A kernel with at most this many inputs or outputs has its chunk scores formed as a
+broadcast product even without XLA (:func:`chunk_scores`): the product is then at most
+NARROW times the larger of its operands."""
+
+
+def chunk_scores(a: tf.Tensor, d: tf.Tensor, fused: bool) -> tf.Tensor:
+    """``[K, in, out]``: ``sum_c a[k, c]^T d[k, c]``, a dense kernel's score of each chunk,
+    from ``a [K, C, in]`` and ``d [K, C, out]``.
+
+    Under XLA (``fused``) a broadcast product summed over the chunk's C steps: XLA emits it as
+    one loop that never writes the ``[K, C, in, out]`` product. A batched matmul instead runs
+    one small matrix product per chunk, at a fixed cost of a few microseconds each, which for
+    a narrow layer (out = 2, or the 4 observations of CartPole) is nearly all of its time
+    (docs/benchmarks.md section 6, thirty-sixth session). Without XLA the product would be
+    written out whole, so a batched matmul forms it there, unless the kernel is narrow
+    (:data:`NARROW`)."""
+    if fused or min(a.shape[-1], d.shape[-1]) <= NARROW:
+        return tf.reduce_sum(a[:, :, :, None] * d[:, :, None, :], axis=1)
+    return tf.matmul(a, d, transpose_a=True)
+
+
+def episode_scores(spec: PolicySpec, traced: LayerDeltas, ep: EpisodeTensors,
+                   fused: bool) -> list[tf.Tensor]:
+    """``[E_b, *shape]`` per weight: ``g_e = sum_{t in e} grad log pi_t`` (module doc);
+    ``fused``: the computation is XLA-compiled (:func:`chunk_scores`)."""
     num_segments = tf.shape(ep.returns)[0]
     scores = []
     for a, d in _per_step_pieces(spec, traced, ep.mask):
@@ -198,9 +222,21 @@ def episode_scores(spec: PolicySpec, traced: LayerDeltas, ep: EpisodeTensors) ->
         elif a.shape.rank == 4:  # the LSTM gate layer: its window's steps too
             chunk = tf.einsum("kcwi,kcwo->kio", a, d)
         else:
-            chunk = tf.matmul(a, d, transpose_a=True)  # [K, in, out], one batched matmul
+            chunk = chunk_scores(a, d, fused)
         scores.append(tf.math.unsorted_segment_sum(chunk, ep.chunk_episode, num_segments))
     return scores
+
+
+def _row_sq_norms(x: tf.Tensor) -> tf.Tensor:
+    """``[N]``: the squared norm of each row of ``x [N, *shape]``, as one matrix product of
+    the squares with a column of ones, for ``grouped_terms.leading_sum``'s reason: XLA's CPU
+    code for a sum over x's trailing elements is a reduce window, which took longer than the
+    matrix kernel for ``optimal_scalar_episodic``'s ``[E, 64, 64]`` scores
+    (docs/benchmarks.md section 6, thirty-sixth session). Two columns, of which one is kept,
+    as there."""
+    flat = tf.reshape(x, tf.stack([tf.shape(x)[0], -1]))
+    ones = tf.ones(tf.stack([tf.shape(flat)[1], 2]), x.dtype)
+    return tf.matmul(tf.square(flat), ones)[:, 0]
 
 
 def _split(x: tf.Tensor, spec: PolicySpec, lead: int) -> list[tf.Tensor]:
@@ -279,9 +315,9 @@ def _shrunk(b: tf.Tensor, mean: tf.Tensor, lam) -> tf.Tensor:
     return (1.0 - lam) * b + lam * mean
 
 
-def _scalar_episodic(spec, traced, ep, memory, shrinkage=None):
-    scores = episode_scores(spec, traced, ep)
-    n = tf.add_n([tf.reduce_sum(tf.square(g), axis=list(range(1, g.shape.rank))) for g in scores])
+def _scalar_episodic(spec, traced, ep, memory, shrinkage=None, fused=True):
+    scores = episode_scores(spec, traced, ep, fused)
+    n = tf.add_n([_row_sq_norms(g) for g in scores])
     r = ep.returns
     num_e, den_e = n * r, n
     others_count = memory.count + ep.num_episodes - 1.0
@@ -297,8 +333,8 @@ def _scalar_episodic(spec, traced, ep, memory, shrinkage=None):
     return r / ep.scale - b / ep.scale, None, plug_in, sums
 
 
-def _per_param(spec, traced, ep, memory, shrinkage=None):
-    scores = episode_scores(spec, traced, ep)
+def _per_param(spec, traced, ep, memory, shrinkage=None, fused=True):
+    scores = episode_scores(spec, traced, ep, fused)
     r = ep.returns
     others_count = memory.count + ep.num_episodes - 1.0
     fallback = _safe_div(memory.sum_r + _others(r), others_count)
@@ -425,7 +461,8 @@ def _time(spec, traced, ep, memory):
 
 def episodic_estimate(spec: PolicySpec, baseline: str, traced: LayerDeltas,
                       entropies: tf.Tensor, ep: EpisodeTensors, memory: MemoryTensors,
-                      decay: float, entropy_coef: float, shrinkage=None) -> EpisodicResult:
+                      decay: float, entropy_coef: float, shrinkage=None,
+                      fused: bool = True) -> EpisodicResult:
     """One update's estimate with an episodic optimal baseline, over the grid's cells.
 
     Args:
@@ -436,13 +473,15 @@ def episodic_estimate(spec: PolicySpec, baseline: str, traced: LayerDeltas,
       decay: rho of the memory (``ReinforceConfig.baseline_memory``).
       entropy_coef: the loss's; the bonus's gradient is the twin's to add.
       shrinkage: ``ReinforceConfig.baseline_shrinkage`` (the scalar and per-element ones).
+      fused: the computation is XLA-compiled (``ReinforceConfig.jit_compile``), which
+        chooses how the chunks' scores are formed (:func:`chunk_scores`).
     """
     weights = tf.reshape(ep.mask, [-1]) / ep.num_steps
     if baseline == "optimal_time":
         advantages, ascent, logged, sums, memory = _time(spec, traced, ep, memory)
     else:
         fit = _scalar_episodic if baseline == "optimal_scalar_episodic" else _per_param
-        advantages, ascent, logged, sums = fit(spec, traced, ep, memory, shrinkage)
+        advantages, ascent, logged, sums = fit(spec, traced, ep, memory, shrinkage, fused)
         logged = tf.reduce_mean(logged)
     centre = tf.reduce_sum(ep.returns / ep.scale) / ep.num_episodes
     if advantages is None:  # the per-element ones: the surrogate at R_e - <R>
@@ -475,7 +514,7 @@ def estimate_from_args(spec: PolicySpec, config, traced: LayerDeltas, entropies:
     held = MemoryTensors(*memory[:4], horizon=memory[4] if len(memory) > 4 else None)
     return episodic_estimate(spec, config.baseline, traced, entropies, ep, held,
                              config.baseline_memory, config.entropy_coef,
-                             config.baseline_shrinkage)
+                             config.baseline_shrinkage, config.jit_compile)
 
 
 def memory_list(memory: MemoryTensors) -> list[tf.Tensor]:

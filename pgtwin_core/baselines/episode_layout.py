@@ -9,8 +9,8 @@ one episode (the last chunk of an episode padded), one chunk a row of a ``[K, C]
     grid cell (k, c)    step c of chunk k: the flat batch row it holds, or an empty cell
     chunk_episode[k]    the episode chunk k belongs to
 
-A per-episode sum of per-step outer products ``sum_{t in e} a_t^T d_t`` is then one batched
-matmul over the chunks' ``[C, in]`` and ``[C, out]`` blocks followed by a segment sum over
+A per-episode sum of per-step outer products ``sum_{t in e} a_t^T d_t`` is then one sum
+of products per chunk over its ``[C, in]`` and ``[C, out]`` blocks followed by a segment sum over
 ``chunk_episode`` (no ``[B, in, out]`` tensor); at most ``C - 1`` empty cells per episode.
 ``optimal_time`` needs every step's score so far (psi) on a common time axis, so there each
 episode is ONE chunk of ``C = H`` cells (H >= the longest episode, and the memory's horizon):
@@ -34,8 +34,8 @@ from pgtwin_core.baselines.replica_sums import ONE_DEVICE
 from pgtwin_core.rollout import Batch
 
 CHUNK = 16
-"""Steps per chunk for ``optimal_scalar_episodic`` and ``optimal_per_param``: the batched
-matmuls' inner size, and at most 15 empty cells per episode."""
+"""Steps per chunk for ``optimal_scalar_episodic`` and ``optimal_per_param``: the chunk
+products' inner size, and at most 15 empty cells per episode."""
 
 
 @dataclass(frozen=True)
