@@ -39,7 +39,7 @@ from pgtwin.mode_agnostic.grouped_terms import (GROUP, grouped_ascent_terms, gro
                                                  leading_sum, pad_episodes)
 from pgtwin.mode_agnostic.grouped_terms import expand_to_rank as _expand
 from pgtwin.mode_agnostic.loss import reinforce_loss
-from pgtwin.mode_agnostic.per_sample import LayerDeltas, weighted_gradient
+from pgtwin.mode_agnostic.per_sample import LayerDeltas
 from pgtwin.mode_agnostic.row_blocks import blocks, joined, rows_of
 
 
@@ -330,7 +330,8 @@ def _scalar_episodic(spec, traced, ep, memory, shrinkage=None, fused=True):
     count = memory.count + ep.num_episodes
     plug_in = _plug_in(s_num + memory.num, s_den + memory.den, s_r + memory.sum_r, count)
     sums = MemoryTensors(s_num, s_den, s_r, ep.num_episodes)
-    return r / ep.scale - b / ep.scale, None, plug_in, sums
+    ascent = [leading_sum(g, r - b) for g in scores]  # sum_e g_e (R_e - b_e)
+    return r / ep.scale - b / ep.scale, ascent, plug_in, sums
 
 
 def _per_param(spec, traced, ep, memory, shrinkage=None, fused=True):
@@ -489,10 +490,7 @@ def episodic_estimate(spec: PolicySpec, baseline: str, traced: LayerDeltas,
     cell_advantages = tf.reshape(tf.gather(advantages, ep.chunk_episode)[:, None]
                                  * tf.ones_like(ep.mask), [-1])
     loss = reinforce_loss(traced.log_probs, cell_advantages, weights, entropies, entropy_coef)
-    if ascent is None:  # optimal_scalar_episodic: the backward pass of that loss
-        grads = weighted_gradient(spec, traced, -weights * cell_advantages)
-    else:
-        grads = [-g / (ep.num_steps * ep.scale) for g in ascent]
+    grads = [-g / (ep.num_steps * ep.scale) for g in ascent]
     finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(x))
                                      for x in (sums.num, sums.den, sums.sum_r)]))
     new = MemoryTensors(num=decay * (memory.num + sums.num), den=decay * (memory.den + sums.den),

@@ -54,18 +54,22 @@ def expand_to_rank(x: tf.Tensor, rank: int) -> tf.Tensor:
     return tf.reshape(x, tf.concat([tf.shape(x), tf.ones([rank - x.shape.rank], tf.int32)], 0))
 
 
-def leading_sum(x: tf.Tensor) -> tf.Tensor:
-    """``[*shape]``: the sum of ``x [N, *shape]`` over its leading axis, as one matrix product
-    over x's flattened elements.
+def leading_sum(x: tf.Tensor, weights: tf.Tensor | None = None) -> tf.Tensor:
+    """``[*shape]``: the sum of ``x [N, *shape]`` over its leading axis, each row times its
+    entry of ``weights [N]`` if given, as one matrix product over x's flattened elements.
 
     Why a matrix product and not ``reduce_sum``: XLA's CPU code for a sum over more than 32
     leading rows is a reduce window and a reduce, which read each column with a stride and
     need their operand written out first; the product runs in the CPU's matrix kernel, which
-    reads x once. Its left operand is two rows of ones, of which one is kept: XLA rewrites a
-    product with a single row into that same sum (docs/benchmarks.md section 6 has the
-    measurements)."""
+    reads x once. Its left operand is two copies of the weights (or rows of ones), of which
+    one is kept: XLA rewrites a product with a single row into that same sum
+    (docs/benchmarks.md section 6 has the measurements)."""
     flat = tf.reshape(x, tf.stack([tf.shape(x)[0], -1]))
-    out = tf.matmul(tf.ones(tf.stack([2, tf.shape(x)[0]]), x.dtype), flat)[0]
+    if weights is None:
+        left = tf.ones(tf.stack([2, tf.shape(x)[0]]), x.dtype)
+    else:
+        left = tf.stack([weights, weights])
+    out = tf.matmul(left, flat)[0]
     return tf.reshape(out, tf.shape(x)[1:])
 
 
