@@ -228,6 +228,30 @@ def test_learning_rates_are_compared_again_before_every_step():
     first = report.first_failure
     assert (first.item, "step 2/3" in first.context) == ("optimizer.learning_rate", True)
     assert "TF1's learning rate is 0.01 and SGD's 0.00707107" in first.note
+    assert first.note.endswith("the schedules differ: TF1's rate is tf.compat.v1.train."
+                               "exponential_decay, the Keras optimizer's is ExponentialDecay; "
+                               "compare their decay_steps, decay_rate and staircase"), first.note
+
+
+def test_a_schedule_that_differs_is_named_by_each_sides_schedule():
+    # TF1: polynomial_decay(0.01, t, 10, 0.001) (power 1: 0.01 - 0.0009 t); the port's rate
+    # is fixed: they part before step 2 (0.0091 against 0.01), and the note names TF1's
+    # schedule and the Keras one that computes it, with their shared settings. (Before, it
+    # said to compare exponential_decay's decay_rate and staircase.)
+    def factory(lr):
+        rate = tf1.train.polynomial_decay(lr, tf1.train.get_global_step(), 10, 0.001)
+        return tf1.train.GradientDescentOptimizer(rate)
+    program = dataclasses.replace(up.tf1_program(),
+                                  build=lambda: up.PolicyGradient(optimizer=factory))
+    report = compare_programs(program, up.tf2_program(
+        optimizer=keras.optimizers.SGD(up.LR)), BATCH)
+    first = report.first_failure
+    assert (first.item, "step 2/3" in first.context) == ("optimizer.learning_rate", True)
+    assert "TF1's learning rate is 0.0091 and SGD's 0.01" in first.note, first.note
+    assert first.note.endswith(
+        "the schedules differ: TF1's rate is tf.compat.v1.train.polynomial_decay, the Keras "
+        "optimizer's rate is fixed: give it keras.optimizers.schedules.PolynomialDecay; "
+        "compare their decay_steps, end_learning_rate, power and cycle"), first.note
 
 
 def test_a_fed_rate_against_a_keras_schedule_is_told_as_fed_not_as_schedules():
@@ -1068,3 +1092,45 @@ def test_a_loss_term_that_vanishes_at_the_start_is_caught_at_the_weights_after_s
                                 steps=1)
     assert faithful.ok and any(r.item.endswith("loss gradient after step 1")
                                for r in faithful.rows), faithful.to_table()
+
+
+def test_a_tf1_loss_that_its_train_op_does_not_minimise_is_named_with_the_one_it_does():
+    # TF1Program.loss names a tensor other than the one minimize() differentiates (here 3x
+    # it; in user code the policy term where the train_op minimises it with its entropy
+    # bonus): the TF2 loss has the minimised tensor's value, so the TF1 side is misdescribed
+    program = dataclasses.replace(up.tf1_program(), loss=lambda agent: agent.loss * 3.0)
+    report = compare_programs(program, up.tf2_program(), BATCH, steps=0)
+    bad = report.first_failure
+    assert (bad.rung, bad.item) == ("loss", "loss"), report.to_table()
+    assert re.fullmatch(r"TF1Program.loss \(mul\S*:0\) is not what TF1's train_op minimises: "
+                        r"it differentiates (?!mul)\S+:0, whose value \S+ is the TF2 loss's: "
+                        r"name that tensor as TF1Program.loss", bad.note), bad.note
+
+
+@pytest.mark.parametrize("outputs,loss_keys,want", [
+    # asked for by TF2Program.outputs, returned by no one: before, no row at all (a pass)
+    (["logits", "probs"], ("logits",),
+     {"probs": "TF2Program.outputs asks for 'probs', and the TF2 loss returns no such key "
+               "(its keys: logits): return it from the loss, or take it out of "
+               "TF2Program.outputs"}),
+    # returned, but left out by TF2Program.outputs: before, "only TF1Program returns it"
+    (["probs"], ("logits",),
+     {"logits": "the TF2 loss returns 'logits', but TF2Program.outputs (probs) leaves it out: "
+                "list it there, or leave outputs None (every key TF1Program.outputs has)",
+      "probs": "TF2Program.outputs asks for 'probs', and the TF2 loss returns no such key "
+               "(its keys: logits): return it from the loss, or take it out of "
+               "TF2Program.outputs"}),
+    # not returned at all
+    (None, (), {"logits": "TF1Program.outputs has 'logits', and the TF2 loss returns no such "
+                          "key (its keys: none but loss): return it from the loss under that "
+                          "name"}),
+])
+def test_an_output_key_one_side_lacks_says_which_description_lacks_it(outputs, loss_keys, want):
+    def loss(agent, b):
+        out = agent.compute_loss(b["obs"], b["actions"], b["returns"])
+        return {k: v for k, v in out.items() if k == "loss" or k in loss_keys}
+
+    program = dataclasses.replace(up.tf2_program(), loss=loss, outputs=outputs)
+    report = compare_programs(up.tf1_program(), program, BATCH, steps=0)
+    got = {r.item: r.note for r in report.rows if r.rung == "outputs" and not r.ok}
+    assert got == want, report.to_table()

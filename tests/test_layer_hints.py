@@ -60,6 +60,11 @@ def test_keras_layers_count_those_holding_compared_variables_and_a_missing_one_i
     assert activation_hint(Counter({"tanh": 1}), Counter()).startswith(
         "the activations differ: TF1's loss is computed through tanh x1, the Keras layers "
         "apply none")
+    # the fix names the activation TF1 has and Keras lacks, and the one only Keras applies
+    note = activation_hint(Counter({"tanh": 2}), Counter({"tanh": 1, "relu": 1}))
+    assert note.endswith("give each layer its TF1 activation (Dense(..., activation='tanh')); "
+                         "take relu off the Keras layers TF1 leaves linear "
+                         "(activation=None)"), note
 
 
 def test_outputs_one_factor_apart_are_named_with_the_factor():
@@ -80,3 +85,36 @@ def test_outputs_one_factor_apart_are_named_with_the_factor():
     [scalar] = output_rows({"entropy": np.float64(1.0)}, {"entropy": np.float64(1.339)},
                            1e-5, 1e-6, "")
     assert not scalar.ok and scalar.note == ""
+
+
+def test_no_activation_note_where_an_output_through_every_activated_layer_agrees():
+    # TF1 squashes the mean as a layer's activation, tanh(h @ w2 + b2), where the Keras port
+    # writes tf.tanh(self.pi(h)) in call(): tanh x2 against x1, counted. The mean agrees and
+    # is computed through both tanh layers, so the activations are not why log_prob parts
+    # (before, that row read "give each layer its TF1 activation").
+    from types import SimpleNamespace
+
+    from pgtwin.parity.ladder import Row
+    from pgtwin.parity.output_notes import with_layer_hints
+
+    with tf.Graph().as_default():
+        tf1.set_random_seed(0)  # op determinism may be on in this process
+        x = tf1.placeholder(tf.float32, [None, 3])
+        h = tf.tanh(tf.matmul(x, tf1.get_variable("w1", [3, 4])) + tf1.get_variable("b1", [4]))
+        mu = tf.tanh(tf.matmul(h, tf1.get_variable("w2", [4, 1]))
+                     + tf1.get_variable("b2", [1]))
+        logp = -tf.square(1.0 - mu) - tf1.get_variable("log_std", [1])
+        legacy = SimpleNamespace(loss=-tf.reduce_mean(logp), outputs={"mu": mu, "logp": logp},
+                                 state={})
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="tanh"),
+                              keras.layers.Dense(1)])
+    eager = SimpleNamespace(layers=lambda: model.layers, state={},
+                            variables={v.path: v.value for v in model.trainable_variables})
+    parted = Row("outputs", "logp", 0.1, 0.1, False, "", "float32")
+    agreed = Row("outputs", "mu", 0.0, 0.0, True, "", "float32")
+    assert with_layer_hints([agreed, parted], legacy, eager) == [agreed, parted]
+    # with the mean parting too, the counts are the cause said
+    mu_parted = Row("outputs", "mu", 0.1, 0.1, False, "", "float32")
+    noted = with_layer_hints([mu_parted, parted], legacy, eager)
+    assert all(r.note.startswith("the activations differ: TF1's loss is computed through "
+                                 "tanh x2, the Keras layers apply tanh x1") for r in noted)

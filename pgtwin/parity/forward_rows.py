@@ -13,7 +13,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from pgtwin.parity.ladder import Row, compare_arrays
-from pgtwin.parity.loss_hints import ratio_hint, regularization_hint, softmax_hint
+from pgtwin.parity.loss_hints import (minimised_hint, ratio_hint, regularization_hint,
+                                      softmax_hint)
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import output_rows
 from pgtwin.parity.tf1_side import TF1Side
@@ -28,10 +29,43 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
     row, with their notes. ``tol``: ``parity_rows.tolerances``' ``outputs`` and ``loss``."""
     if eager.program.outputs is None:
         eager_out = {k: v for k, v in eager_out.items() if k in legacy_out}
-    rows = with_layer_hints(output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
-                                        sides=("TF1Program", "TF2Program")), legacy, eager)
+    rows = output_rows(legacy_out, eager_out, *tol["outputs"], ctx,
+                       sides=("TF1Program", "TF2Program"))
+    rows = with_layer_hints(_with_key_notes(rows, legacy_out, eager_out, eager, ctx), legacy,
+                            eager)
     rows.append(loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx))
     return with_randomness(rows, legacy, eager, legacy_out, eager_out)
+
+
+def _with_key_notes(rows: list[Row], legacy_out: Mapping[str, np.ndarray],
+                    eager_out: Mapping[str, np.ndarray], eager: TF2Side, ctx: str) -> list[Row]:
+    """``rows`` with an output only one side has told apart by why: a key of
+    ``TF2Program.outputs`` the TF2 loss does not return (a failing row of its own: nothing
+    else would show it, the TF1 side not asking for it either), and a TF1 key the TF2 loss
+    returns but ``TF2Program.outputs`` leaves out, or does not return at all."""
+    asked, returned = eager.program.outputs, eager.returned
+    keys = f"its keys: {', '.join(returned) or 'none but loss'}"
+    out = []
+    for r in rows:
+        if r.ok or r.item not in legacy_out or r.item in eager_out:
+            out.append(r)
+        elif r.item in returned:
+            out.append(Row(r.rung, r.item, r.max_abs, r.max_rel, False,
+                           f"the TF2 loss returns {r.item!r}, but TF2Program.outputs "
+                           f"({', '.join(asked or ())}) leaves it out: list it there, or "
+                           "leave outputs None (every key TF1Program.outputs has)", ctx))
+        else:
+            out.append(Row(r.rung, r.item, r.max_abs, r.max_rel, False,
+                           f"TF1Program.outputs has {r.item!r}, and the TF2 loss returns no "
+                           f"such key ({keys}): return it from the loss under that name",
+                           ctx))
+    for key in asked or ():
+        if key != "loss" and key not in returned and key not in legacy_out:
+            out.append(Row("outputs", key, float("inf"), float("inf"), False,
+                           f"TF2Program.outputs asks for {key!r}, and the TF2 loss returns "
+                           f"no such key ({keys}): return it from the loss, or take it out "
+                           "of TF2Program.outputs", ctx))
+    return out
 
 
 def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np.ndarray],
@@ -43,7 +77,8 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
     a, b = float(a), float(b)
     sizes = [s for x in fed.values() for s in np.shape(x)[:2]]
     sizes += [int(np.prod(np.shape(x)[:2])) for x in fed.values() if np.ndim(x) >= 2]
-    hint = (ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10)
+    hint = (minimised_hint(legacy, b, max(rtol, 1e-6) * 10)
+            or ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10)
             or regularization_hint(legacy, a, b)
             or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a))
     return Row(row.rung, row.item, row.max_abs, row.max_rel, False,

@@ -226,12 +226,23 @@ def batch_norm_mode_hint(tf1_moving: list[str], tf1_read: list[str],
 
 
 def activation_hint(tf1: Counter, keras: Counter) -> str:
-    """The note when the two counts of activations differ, else ''."""
+    """The note when the two counts of activations differ, else '': which activation a
+    Keras layer lacks (or applies where TF1's does not), by name."""
     if tf1 == keras:
         return ""
 
     def show(c: Counter) -> str:
         return ", ".join(f"{k} x{n}" for k, n in sorted(c.items())) or "none"
+    missing = sorted((tf1 - keras).elements())
+    extra = sorted((keras - tf1).elements())
+    fix = []
+    if missing:
+        fix.append("give each layer its TF1 activation ("
+                   + ", ".join(f"Dense(..., activation={k!r})" for k in dict.fromkeys(missing))
+                   + ")")
+    if extra:
+        fix.append("take " + ", ".join(dict.fromkeys(extra)) + " off the Keras layers TF1 "
+                   "leaves linear (activation=None)")
     return (f"the activations differ: TF1's loss is computed through {show(tf1)}, the Keras "
             f"layers apply {show(keras)} (activations your code calls itself are not "
-            "counted): give each layer its TF1 activation (Dense(..., activation='relu'))")
+            f"counted): {'; '.join(fix)}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from pgtwin.parity.ladder import Row
-from pgtwin.parity.optimizer_config import keras_optimizer
+from pgtwin.parity.optimizer_config import TF1_SCHEDULES, keras_optimizer
 
 MOMENTUM_RATE_CHANGE = (
     "the learning rate has changed since step 1, and TF1's MomentumOptimizer multiplies its "
@@ -24,18 +24,19 @@ MOMENTUM_RATE_CHANGE = (
 
 
 def learning_rate_row(tf1_rate: float | None, optimizer: Any, where: str,
-                      fed: list[str] = ()) -> Row | None:
+                      fed: list[str] = (), schedules: list[str] = ()) -> Row | None:
     """A failing row when ``tf1_rate`` (TF1's learning rate now, before a step after the
     first) and the Keras ``optimizer``'s part by more than the relative 1e-6 the settings
     rows use, else None. ``fed``: the placeholders TF1's rate reads (a schedule the
-    training loop computes and feeds), which the harness feeds one input at every step."""
+    training loop computes and feeds), which the harness feeds one input at every step;
+    ``schedules``: the ``tf.compat.v1.train`` schedules it is computed by
+    (``optimizer_config.tf1_schedules``), whose settings the note names."""
     a, b = tf1_rate, keras_optimizer(optimizer)[1].get("learning_rate")
     if a is None or b is None or abs(a - b) <= 1e-6 * max(abs(a), abs(b)):
         return None
     name = type(optimizer).__name__
-    why = ("the schedules differ (compare decay_steps, decay_rate and staircase of "
-           "tf.compat.v1.train.exponential_decay and keras.optimizers.schedules."
-           "ExponentialDecay, or a schedule on one side only)") if not fed else (
+    why = _schedules_differ(schedules, getattr(optimizer, "_learning_rate", None)) \
+        if not fed else (
         f"TF1's rate is the placeholder {', '.join(fed)}, which the harness feeds the same "
         "input at every step, and the Keras optimizer's schedule has moved its own: a "
         "schedule your loop feeds cannot be compared over steps here; set the Keras rate "
@@ -44,3 +45,23 @@ def learning_rate_row(tf1_rate: float | None, optimizer: Any, where: str,
     return Row("weights", "optimizer.learning_rate", abs(a - b), abs(a - b) / max(abs(a), abs(b)),
                False, f"before this step TF1's learning rate is {a:g} and {name}'s {b:g}, "
                f"after the same steps: {why}", where)
+
+
+def _schedules_differ(schedules: list[str], keras_rate: Any) -> str:
+    """Why the rates part where no placeholder feeds TF1's: the schedules differ, named by
+    TF1's (``TF1_SCHEDULES``) and the Keras optimizer's (``keras_rate``, what Keras 3 and
+    ``tf_keras`` keep as ``optimizer._learning_rate``: a ``LearningRateSchedule``, which is
+    called with the step, or the fixed rate's variable)."""
+    keras = type(keras_rate).__name__ if callable(keras_rate) \
+        and hasattr(keras_rate, "get_config") else ""
+    if not schedules:
+        return ("the schedules differ: TF1's rate is fixed" + (
+            f", the Keras optimizer's a {keras}" if keras else "") + " (a schedule on one "
+                "side only)")
+    tf1_name, keras_name, settings = TF1_SCHEDULES[schedules[0]]
+    mine = (f"the Keras optimizer's rate is fixed: give it "
+            f"keras.optimizers.schedules.{keras_name}" if not keras else
+            f"the Keras optimizer's is {keras}" + ("" if keras == keras_name else
+                                                  f", where {keras_name} computes TF1's"))
+    return (f"the schedules differ: TF1's rate is tf.compat.v1.train.{tf1_name}, {mine}; "
+            f"compare their {settings}")

@@ -5,6 +5,10 @@ When the two losses part, the usual migration mistakes leave fingerprints:
 * **sum vs mean**: TF2 / TF1 equals the batch size (or its inverse), or another size
   of the inputs' leading dimensions (``T``, ``N``, ``T*N``);
 * **sign**: the ratio is -1;
+* **the wrong TF1 tensor named**: ``TF1Program.loss`` is not what TF1's ``train_op``
+  differentiates (the policy term named where ``minimize`` takes the loss with its entropy
+  bonus): the tensor it does differentiate (:func:`minimised_tensors`) has the TF2 loss's
+  value;
 * **from_logits / double softmax**: the TF1 graph's own softmax step, re-run on what a
   mistaken migration feeds it, gives the TF2 loss. The TF1 loss's log-softmax,
   softmax or softmax-cross-entropy op is found in its graph, and the Session is asked
@@ -169,4 +173,51 @@ def regularization_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float) -> str:
         return (f"the TF2 loss is TF1's plus its regularization loss once more ({r:.6g}): "
                 "TF1's l2_regularizer(s) is s * sum(w ** 2) / 2 and Keras' l2(s) is "
                 "s * sum(w ** 2): build the Keras regularizer with l2(s / 2)")
+    return ""
+
+
+def minimised_tensors(train_op) -> list[tf.Tensor]:
+    """The tensors the TF1 ``train_op`` differentiates (``minimize``'s and
+    ``compute_gradients``' loss), read from its gradients' graph: ``tf.gradients(y, ...)``
+    fills ``grad_ys_i`` (a ``Fill`` under ``gradients/``) and hands it to the gradient of
+    y's op, in the scope ``gradients/<y's op>_grad/``; its name gives y. An ``Identity``
+    has no gradient op of its own, so an identity of the loss gives the op it reads: the
+    same value."""
+    if train_op is None:
+        return []
+    found = {}
+    for op in upstream_ops(train_op):
+        if op.type != "Fill" or "/grad_ys_" not in op.name:
+            continue
+        for user in (c for t in op.outputs for c in t.consumers()):
+            scope = user.name.split("/", 1)[1] if "/" in user.name else ""
+            if "_grad/" not in scope:
+                continue
+            try:
+                y = op.graph.get_operation_by_name(scope.rsplit("_grad/", 1)[0])
+            except KeyError:
+                continue
+            if y.outputs:
+                found.setdefault(y.outputs[0].name, y.outputs[0])
+            break
+    return list(found.values())
+
+
+def minimised_hint(tf1: TF1Side, tf2_loss: float, rtol: float) -> str:
+    """The note when ``TF1Program.loss`` is not among the tensors TF1's ``train_op``
+    minimises (:func:`minimised_tensors`) and one of those, or their sum, has the TF2
+    loss's value: the TF2 loss is then the one TF1 trains on, and the TF1 side was
+    described with the wrong tensor. '' otherwise."""
+    ys = minimised_tensors(getattr(tf1, "train_op", None))
+    if not ys or any(y is tf1.loss or y.name == tf1.loss.name for y in ys):
+        return ""
+    values = [float(np.sum(v)) for v in tf1.session.run(ys, tf1.feed)]
+    candidates = list(zip([y.name for y in ys], values))
+    if len(ys) > 1:
+        candidates.append((" + ".join(y.name for y in ys), float(np.sum(values))))
+    for name, value in candidates:
+        if _close(value, tf2_loss, rtol):
+            return (f"TF1Program.loss ({tf1.loss.name}) is not what TF1's train_op "
+                    f"minimises: it differentiates {name}, whose value {value:.6g} is the "
+                    "TF2 loss's: name that tensor as TF1Program.loss")
     return ""

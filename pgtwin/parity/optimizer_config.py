@@ -11,7 +11,7 @@ weight_decay``) so one table compares them; a setting one side lacks counts as 0
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -110,22 +110,47 @@ def tf1_step_races(train_op: Any) -> list[tuple[str, str]]:
     return races
 
 
+def _rate_ops(train_op: Any) -> Iterator[tf.Operation]:
+    """The ops the learning rates of ``train_op``'s apply ops are computed from (each rate's
+    own op first), a rate's ops once per apply op that reads it."""
+    start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
+    for op in upstream_ops(start):
+        if not apply_kind(op.type):
+            continue
+        args = [a.name for a in op.op_def.input_arg]
+        for name in {"lr", "alpha"} & set(args):
+            yield from upstream_ops(op.inputs[args.index(name)])
+
+
 def tf1_rate_reads(train_op: Any,
                    kinds: tuple[str, ...] = ("VarHandleOp", "VariableV2", "Variable")
                    ) -> set[str]:
     """The names of the variables (or the ops of other ``kinds``: ``("Placeholder",)`` for
     a rate the training loop feeds) the learning rates of ``train_op``'s apply ops are
     computed from (``{"global_step"}`` for ``exponential_decay(lr, global_step, ...)``)."""
-    start = train_op.op if isinstance(train_op, tf.Tensor) else train_op
-    found = set()
-    for op in upstream_ops(start):
-        if not apply_kind(op.type):
-            continue
-        args = [a.name for a in op.op_def.input_arg]
-        for name in {"lr", "alpha"} & set(args):
-            found |= {o.name for o in upstream_ops(op.inputs[args.index(name)])
-                      if o.type in kinds}
-    return found
+    return {o.name for o in _rate_ops(train_op) if o.type in kinds}
+
+
+TF1_SCHEDULES = {
+    "PolynomialDecay": ("polynomial_decay", "PolynomialDecay",
+                        "decay_steps, end_learning_rate, power and cycle"),
+    "ExponentialDecay": ("exponential_decay", "ExponentialDecay",
+                         "decay_steps, decay_rate and staircase"),
+    "PiecewiseConstant": ("piecewise_constant", "PiecewiseConstantDecay", "boundaries and values"),
+    "CosineDecay": ("cosine_decay", "CosineDecay", "decay_steps and alpha"),
+    "InverseTimeDecay": ("inverse_time_decay", "InverseTimeDecay",
+                         "decay_steps, decay_rate and staircase"),
+}
+"""The name scope a ``tf.compat.v1.train`` schedule builds its ops in -> ``(its name, the
+Keras schedule that computes the same rate, the settings the two share)``
+(``natural_exp_decay`` builds under ``ExponentialDecay`` too)."""
+
+
+def tf1_schedules(train_op: Any) -> list[str]:
+    """The scopes of :data:`TF1_SCHEDULES` that the learning rates of ``train_op``'s apply
+    ops are computed in, in the order found."""
+    scopes = dict.fromkeys(o.name.split("/")[0] for o in _rate_ops(train_op))
+    return [s for s in scopes if s in TF1_SCHEDULES]
 
 
 def tf1_optimizer(train_op: Any, session: Any, feed: Mapping | None = None,

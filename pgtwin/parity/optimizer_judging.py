@@ -19,7 +19,7 @@ from pgtwin.parity.ladder import Row
 from pgtwin.parity.learning_rates import MOMENTUM_RATE_CHANGE, learning_rate_row
 from pgtwin.parity.optimizer_config import (clipping_hint, drift_hint, float32_rounding,
                                             keras_optimizer, optimizer_rows, rounded_to_float32,
-                                            tf1_clipping, tf1_rate_reads)
+                                            tf1_clipping, tf1_rate_reads, tf1_schedules)
 from pgtwin.parity.optimizer_groups import NONE, OptimizerGroup, form_groups
 from pgtwin.parity.parity_rows import tolerances
 from pgtwin.parity.state_notes import EMA_SHADOW
@@ -229,7 +229,7 @@ def rates_now(legacy: TF1Side, judged: list[Judged], where: str) -> list[Row]:
             continue
         rate = now.get(g.tf1_names[0], NONE)[1].get("learning_rate")
         fed = sorted(tf1_rate_reads(legacy.train_op, ("Placeholder",)))
-        row = learning_rate_row(rate, g.keras, where, fed)
+        row = learning_rate_row(rate, g.keras, where, fed, tf1_schedules(legacy.train_op))
         if row is not None:
             return g.named([row])
         if g.keras_kind == "sgd" and g.keras_settings.get("momentum") \

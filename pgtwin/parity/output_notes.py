@@ -31,12 +31,24 @@ def with_layer_hints(rows: list[Row], legacy: TF1Side, eager: TF2Side) -> list[R
     if all(r.ok or r.note for r in rows):
         return rows
     hint = batch_norm_hint(tf1_batch_norm_epsilons(legacy.loss),
-                           keras_batch_norm_epsilons(eager.layers())) or activation_hint(
-        tf1_activations(legacy.loss),
-        keras_activations(eager.layers(), {id(underlying(v)) for v in [
-            *eager.variables.values(), *eager.state.values()]})) or _mode_hint(legacy, eager)
+                           keras_batch_norm_epsilons(eager.layers())) or _activation_hint(
+        rows, legacy, eager) or _mode_hint(legacy, eager)
     return [r if r.ok or r.note or not hint else
             Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
+
+
+def _activation_hint(rows: list[Row], legacy: TF1Side, eager: TF2Side) -> str:
+    """:func:`pgtwin.parity.layer_hints.activation_hint` on the two sides' counts, unless an
+    output that agrees is computed through every activated layer the loss is: then the
+    layers' activations are not what parts (a Keras model that squashes its mean with
+    ``tf.tanh`` in ``call``, where TF1 wrote ``tf.tanh(x @ w + b)``: counted on TF1's side
+    only)."""
+    counted = tf1_activations(legacy.loss)
+    agreeing = [legacy.outputs[r.item] for r in rows if r.ok and r.item in legacy.outputs]
+    if any(tf1_activations(t) == counted for t in agreeing):
+        return ""
+    return activation_hint(counted, keras_activations(eager.layers(), {
+        id(underlying(v)) for v in [*eager.variables.values(), *eager.state.values()]}))
 
 
 def _mode_hint(legacy: TF1Side, eager: TF2Side) -> str:

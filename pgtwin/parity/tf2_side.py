@@ -154,8 +154,10 @@ class TF2Side:
         built = tf2_state_variables(self.model, self.obj)  # a model built in build()
         self.state = _by_name(built, self.model, self.obj)
         with state_kept(self), tf.GradientTape() as tape:
-            loss_results(_users(lambda: program.loss(self.obj, dict(self.inputs)),
-                                f"{what}.loss"), f"{what}.loss")
+            first = loss_results(_users(lambda: program.loss(self.obj, dict(self.inputs)),
+                                        f"{what}.loss"), f"{what}.loss")
+        self.returned = [k for k in first if k != "loss"]
+        """The keys the loss returns besides ``loss`` (before ``TF2Program.outputs`` picks)."""
         frozen = _frozen(self.obj)
         watched = [v for v in tape.watched_variables() if v.trainable and id(v) not in frozen]
         if not watched:
