@@ -1134,3 +1134,18 @@ def test_an_output_key_one_side_lacks_says_which_description_lacks_it(outputs, l
     report = compare_programs(up.tf1_program(), program, BATCH, steps=0)
     got = {r.item: r.note for r in report.rows if r.rung == "outputs" and not r.ok}
     assert got == want, report.to_table()
+
+
+def test_gradients_that_part_under_an_equal_loss_are_told_as_a_detached_term():
+    # 0.5 L + 0.5 stop_gradient(L): the loss's value is TF1's, its gradient half of it
+    def half_detached(agent, b):
+        out = agent.compute_loss(b["obs"], b["actions"], b["returns"])
+        return {**out, "loss": 0.5 * out["loss"] + 0.5 * tf.stop_gradient(out["loss"])}
+
+    program = dataclasses.replace(up.tf2_program(), loss=half_detached)
+    report = compare_programs(up.tf1_program(), program, BATCH, steps=0)
+    bad = [r for r in report.rows if not r.ok]
+    assert bad and all(r.rung == "gradients" for r in bad), report.to_table()
+    assert all(r.note.startswith("the outputs and the loss agree and their gradients part: "
+                                 "the two losses have the same value and another derivative")
+               for r in bad), bad[0].note

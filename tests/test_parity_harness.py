@@ -296,6 +296,12 @@ def test_a_first_failure_that_says_nothing_takes_the_first_later_cause_into_the_
                                 "max rel 0.12 (loss 'loss' says: softmax applied twice)")
     report.rows[0] = Row("outputs", "probs", 0.1, 0.12, False, "its own cause")
     assert report.summary().endswith("(its own cause)")
+    # a later row that only says it follows from an earlier rung is no cause to borrow
+    from pgtwin.parity.weights_rung import FOLLOWS_EARLIER
+    consequence = ParityReport(rows=[Row("gradients", "w", 0.1, 0.12, False, ""),
+                                     Row("weights", "w", 0.3, 0.2, False, FOLLOWS_EARLIER)])
+    assert consequence.summary() == ("parity FAILED at rung 'gradients', item 'w': max abs "
+                                     "0.1, max rel 0.12")
 
 
 @pytest.mark.parametrize("kwargs, message", [

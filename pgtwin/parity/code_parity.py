@@ -140,7 +140,8 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     eager_out, eager_grads = eager.run()
     report.rows.extend(forward_rows(legacy, eager, legacy_out, eager_out, fed, tol, ctx))
     tf1_grads, tf2_grads = legacy.gradients(), {n: eager_grads[to_tf2[n]] for n in to_tf2}
-    report.rows.extend(gradient_rows(tf1_grads, tf2_grads, *tol["gradients"], ctx))
+    forward_ok = all(r.ok for r in report.rows if r.rung in ("outputs", "loss"))
+    report.rows.extend(gradient_rows(tf1_grads, tf2_grads, *tol["gradients"], ctx, forward_ok))
     stuck = {n for n in to_tf2 if tf2_grads[n] is None and tf1_grads[n] is not None}
     if steps:
         earlier_ok = all(r.ok for r in report.rows if r.rung in ("outputs", "loss",

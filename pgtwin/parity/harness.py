@@ -247,9 +247,10 @@ def _climb(legacy: _LegacySide, eager_fn: EagerFn, inputs: dict[str, np.ndarray]
     report.add(compare_arrays("loss", "loss", legacy_out["loss"], eager_out["loss"],
                               *tol["loss"], ctx))
     eager_grads = eager.gradients()
+    forward_ok = all(r.ok for r in report.rows if r.rung in ("outputs", "loss"))
     report.rows.extend(gradient_rows(legacy_grads, {old: eager_grads[new] for old, new
                                                     in eager_names.items()},
-                                     *tol["gradients"], ctx))
+                                     *tol["gradients"], ctx, forward_ok))
     if steps:
         report.rows.extend(_restated_weights_rung(legacy, eager, eager_names, steps,
                                                   optimizer, var_dtype, tol["weights"],

@@ -33,6 +33,11 @@ class Row:
     """What else identifies the row (policy kind, dtype, optimizer ...)."""
 
 
+FOLLOWS_PREFIX = "follows from"
+"""How a row's note starts where it parts as a consequence of an earlier rung's parting
+(``weights_rung.FOLLOWS_EARLIER``): no cause for the summary to borrow."""
+
+
 @dataclass
 class ParityReport:
     """Rows in ladder order, with the verdict."""
@@ -80,10 +85,12 @@ class ParityReport:
                     + (f", {len(warned)} with a warning (first: {warned[0].item}: "
                        f"{warned[0].note})" if warned else ""))
         where = f" [{bad.context}]" if bad.context else ""
-        # a first failure that says nothing: the first later failing row that does (a
-        # double softmax parts at the outputs, and the loss rung names it)
+        # a first failure that says nothing: the first later failing row that names a cause
+        # (a double softmax parts at the outputs, and the loss rung names it), not one that
+        # says it follows from an earlier rung
         told = bad.note or next((f"{r.rung} '{r.item}' says: {r.note}" for r in self.rows
-                                 if not r.ok and r.note), "")
+                                 if not r.ok and r.note
+                                 and not r.note.startswith(FOLLOWS_PREFIX)), "")
         return (f"parity FAILED at rung '{bad.rung}', item '{bad.item}'{where}: "
                 f"max abs {bad.max_abs:.3g}, max rel {bad.max_rel:.3g}"
                 + (f" ({told})" if told else ""))

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from pgtwin.parity.ladder import Row, common_factor, compare_arrays
+from pgtwin.parity.ladder import FOLLOWS_PREFIX, Row, common_factor, compare_arrays
 from pgtwin.parity.model_state import COPY_MOVED, STATE_CAUSE, STATE_MOVED
 from pgtwin.parity.optimizer_config import (drift_hint, keras_optimizer, tf1_clipping,
                                             tf1_step_races, velocities_built)
@@ -242,8 +242,8 @@ def _scaled_step_note(pairs: list[tuple[str, str]], before1, after1, before2,
             f"learning rate {c:.4g}x TF1's")
 
 
-FOLLOWS_EARLIER = ("follows from the outputs, loss or gradients that parted on an earlier "
-                   "rung: a train step applies the loss's gradient, so fix those first")
+FOLLOWS_EARLIER = (f"{FOLLOWS_PREFIX} the outputs, loss or gradients that parted on an "
+                   "earlier rung: a train step applies the loss's gradient, so fix those first")
 """The note of a train-step gradient row that parts where an earlier rung parted."""
 
 TRAIN_GRADIENT = ("the gradient the train step took (from Adam's first moment) parts: "
