@@ -14,7 +14,7 @@ import numpy as np
 
 from pgtwin.parity.ladder import Row, compare_arrays
 from pgtwin.parity.loss_hints import (minimised_hint, ratio_hint, regularization_hint,
-                                      softmax_hint)
+                                      softmax_hint, term_hint)
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import output_rows
 from pgtwin.parity.tf1_side import TF1Side
@@ -80,6 +80,7 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
     hint = (minimised_hint(legacy, b, max(rtol, 1e-6) * 10)
             or ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10)
             or regularization_hint(legacy, a, b)
-            or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a))
+            or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a)
+            or term_hint(legacy, a, b, max(rtol, 1e-6) * 10))
     return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
                hint or f"TF1 loss {a:.6g}, TF2 loss {b:.6g}", ctx)

@@ -9,6 +9,10 @@ When the two losses part, the usual migration mistakes leave fingerprints:
   differentiates (the policy term named where ``minimize`` takes the loss with its entropy
   bonus): the tensor it does differentiate (:func:`minimised_tensors`) has the TF2 loss's
   value;
+* **a term's coefficient**: the gap is one of the TF1 loss's terms (``c * x`` in its top
+  sum) times a change of its coefficient to a round number: 0 (the entropy bonus left
+  out), twice, or another (a value coefficient of 1.0 where TF1's is 0.5)
+  (:func:`term_hint`);
 * **from_logits / double softmax**: the TF1 graph's own softmax step, re-run on what a
   mistaken migration feeds it, gives the TF2 loss. The TF1 loss's log-softmax,
   softmax or softmax-cross-entropy op is found in its graph, and the Session is asked
@@ -221,3 +225,78 @@ def minimised_hint(tf1: TF1Side, tf2_loss: float, rtol: float) -> str:
                     f"minimises: it differentiates {name}, whose value {value:.6g} is the "
                     "TF2 loss's: name that tensor as TF1Program.loss")
     return ""
+
+
+_SUMS = {"Add": 1.0, "AddV2": 1.0, "Sub": -1.0}
+
+
+def _constant(t: tf.Tensor) -> float | None:
+    """The value of a scalar constant (through identities and casts), else None."""
+    op = t.op
+    while op.type in ("Identity", "Cast") and op.inputs:
+        op = op.inputs[0].op
+    if op.type != "Const" or t.shape.rank not in (0, None):
+        return None
+    value = tf.make_ndarray(op.get_attr("value"))
+    return float(value) if value.size == 1 else None
+
+
+def loss_terms(loss: tf.Tensor, depth: int = 6) -> list[tuple[float, tf.Tensor]]:
+    """The TF1 loss as a sum of terms ``c * x``: ``[(c, x)]`` with c the sign and scalar
+    constant factor of each summand of its top ``Add``/``Sub``/``AddN``/``Neg`` tree, x
+    what that constant multiplies (the summand itself where none does)."""
+    def terms(t: tf.Tensor, c: float, depth: int) -> list[tuple[float, tf.Tensor]]:
+        op = t.op
+        if depth and op.type in _SUMS:
+            return (terms(op.inputs[0], c, depth - 1)
+                    + terms(op.inputs[1], c * _SUMS[op.type], depth - 1))
+        if depth and op.type == "AddN":
+            return [x for i in op.inputs for x in terms(i, c, depth - 1)]
+        if depth and op.type == "Neg":
+            return terms(op.inputs[0], -c, depth - 1)
+        if op.type == "Mul":
+            for k, other in ((0, 1), (1, 0)):
+                factor = _constant(op.inputs[k])
+                if factor is not None:
+                    return [(c * factor, op.inputs[other])]
+        return [(c, t)]
+    return terms(loss, 1.0, depth)
+
+
+def _round(x: float, tol: float, c: float) -> float | None:
+    """A number of at most two significant digits (or 0) within ``tol`` of ``x``, where
+    ``tol`` is small enough to tell it from its neighbours (0: from the coefficient ``c``
+    it replaces), else None."""
+    if abs(x) <= tol:
+        return 0.0 if tol <= 1e-2 * abs(c) else None
+    r = float(f"{x:.2g}")
+    return r if abs(x - r) <= tol and tol <= 1e-3 * abs(r) else None
+
+
+def term_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float, rtol: float) -> str:
+    """The note when the TF2 loss is TF1's with one term's coefficient changed to a round
+    number (:func:`loss_terms`; the coefficient each term would need, from the gap, within
+    what the two losses' rounding allows), and no other term explains the gap so; ''
+    otherwise."""
+    terms = [(c, x) for c, x in loss_terms(tf1.loss) if x.shape.rank == 0]
+    if len(terms) < 2:
+        return ""
+    values = tf1.session.run([x for _, x in terms], tf1.feed)
+    gap = tf2_loss - tf1_loss
+    found = []
+    for (c, x), v in zip(terms, values):
+        v = float(v)
+        if v == 0.0 or not np.isfinite(v):
+            continue
+        tol = rtol * max(abs(tf1_loss), abs(tf2_loss)) / abs(v)
+        new = _round(c + gap / v, tol, c)
+        if new is not None and new != c:
+            found.append((c, x, v, new))
+    if len(found) != 1:
+        return ""
+    c, x, v, new = found[0]
+    why = (": a term left out of the TF2 loss" if new == 0.0 else
+           ": counted twice, or its coefficient doubled" if new == 2 * c else
+           ": its sign flipped" if new == -c else ": a coefficient differs")
+    return (f"the TF2 loss weights TF1's term {x.op.name} ({v:.6g}) {new:g} where TF1 weights "
+            f"it {c:g}{why}")

@@ -60,6 +60,14 @@ def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str])
         return (f"every row of {sides[1]}'s {key!r} is the same, {sides[0]}'s are not: the "
                 "layers before the output pass nothing on (a Dropout given keep_prob as its "
                 "rate drops everything at keep_prob 1; a ReLU dead on every input?)")
+    offset = _common_offset(a, b)
+    if offset is not None:
+        halves = offset / HALF_LOG_2PI
+        known = (f" ({abs(offset):.4g} is {round(halves)} x 0.5 log(2 pi), the Gaussian "
+                 "log-density's constant per action dimension)"
+                 if round(halves) >= 1 and abs(halves - round(halves)) < 1e-3 else "")
+        return (f"{sides[1]}'s {key!r} is {sides[0]}'s {'+' if offset > 0 else '-'} "
+                f"{abs(offset):.4g}, all of it: a constant term on one side only{known}")
     # any two single numbers are one factor apart: it tells something from two or more
     factor = common_factor(a, b, 1e-4) if np.size(a) > 1 else None
     if factor is not None and abs(factor - 1.0) > 1e-4:
@@ -67,6 +75,23 @@ def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str])
                 "scaled on one side only (observations divided by 255, a normalisation), or "
                 "a scale in one side's layers")
     return ""
+
+
+HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
+"""The constant of a unit Gaussian's log-density, per dimension, that hand-written
+log-probabilities leave out."""
+
+
+def _common_offset(a: np.ndarray, b: np.ndarray) -> float | None:
+    """``d`` where ``b - a`` is one nonzero number d at every element (to 1e-4 of d, two
+    elements or more), else None."""
+    if np.size(a) < 2 or np.shape(a) != np.shape(b):
+        return None
+    d = np.asarray(b, np.float64) - np.asarray(a, np.float64)
+    mean = float(np.mean(d))
+    if not np.isfinite(mean) or abs(mean) <= 1e-6 * float(np.max(np.abs(a)) + 1e-30):
+        return None
+    return mean if float(np.max(np.abs(d - mean))) <= 1e-4 * abs(mean) else None
 
 
 def _rows_alike(x: np.ndarray) -> bool:
