@@ -1149,3 +1149,24 @@ def test_gradients_that_part_under_an_equal_loss_are_told_as_a_detached_term():
     assert all(r.note.startswith("the outputs and the loss agree and their gradients part: "
                                  "the two losses have the same value and another derivative")
                for r in bad), bad[0].note
+
+
+def test_a_feed_naming_a_method_says_so_and_lists_the_objects_tensors():
+    program = dataclasses.replace(up.tf1_program(), feeds={**up.tf1_program().feeds,
+                                                           "obs": "__init__"})
+    with pytest.raises(TypeError) as err:
+        compare_programs(program, up.tf2_program(), BATCH, steps=0)
+    msg = str(err.value)
+    assert msg.startswith("TF1Program.feeds['obs'] is a method (PolicyGradient.__init__), "
+                          "not a tensor of the TF1 graph: name a tensor"), msg
+    assert "the built object's tensors: [" in msg and "'obs_ph'" in msg, msg
+
+
+def test_inputs_and_feeds_that_differ_say_how_to_make_them_agree():
+    with pytest.raises(ValueError) as err:
+        compare_programs(up.tf1_program(), up.tf2_program(), {**BATCH, "extra": BATCH["obs"]},
+                         steps=0)
+    msg = str(err.value)
+    assert "inputs without a feed ['extra']" in msg and msg.endswith(
+        "give every feed key an input array of that name, and name in TF1Program.feeds the "
+        "placeholder each input goes to (or leave that array out of the inputs)"), msg

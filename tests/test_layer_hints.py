@@ -79,8 +79,10 @@ def test_outputs_one_factor_apart_are_named_with_the_factor():
                         sides=("TF1Program", "TF2Program"))
     assert not row.ok and row.note.startswith("TF2Program's 'logits' is 255x TF1Program's, all "
                                               "of it: an input scaled on one side only")
+    # a constant apart is no factor: the offset is named instead
     [other] = output_rows({"logits": logits}, {"logits": logits + 0.5}, 1e-5, 1e-6, "")
-    assert other.note == ""
+    assert other.note == ("eager_fn's 'logits' is legacy_build's + 0.5, all of it: a constant "
+                          "term on one side only")
     # two single numbers (an entropy, a mean) are always one factor apart: no hint there
     [scalar] = output_rows({"entropy": np.float64(1.0)}, {"entropy": np.float64(1.339)},
                            1e-5, 1e-6, "")

@@ -12,6 +12,7 @@ weights rung, the user's ``train_op``.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -103,7 +104,9 @@ def cast_feed(key: str, value: Any, placeholder: tf.Tensor) -> np.ndarray:
     """
     array = np.asarray(value)
     target = placeholder.dtype.base_dtype
-    where = f"inputs[{key!r}] ({array.dtype}, shape {array.shape}) for placeholder " \
+    fed = "placeholder" if placeholder.op.type.startswith("Placeholder") else \
+        f"fed tensor ({placeholder.op.type})"
+    where = f"inputs[{key!r}] ({array.dtype}, shape {array.shape}) for {fed} " \
             f"{placeholder.op.name!r} ({target.name}, shape {placeholder.shape})"
     if not placeholder.shape.is_compatible_with(array.shape):
         raise FeedError(f"{where}: the shapes do not fit; give an array of shape "
@@ -129,11 +132,21 @@ def cast_feed(key: str, value: Any, placeholder: tf.Tensor) -> np.ndarray:
     return array.astype(np_target)
 
 
-def _tensor(value: Any, what: str) -> tf.Tensor:
+def _tensor(value: Any, what: str, obj: Any = None) -> tf.Tensor:
+    """``value`` as a tensor of the TF1 graph (a variable's value), else a ``TypeError``
+    that says what it is and names the tensors ``obj`` (the built object) holds."""
     if isinstance(value, tf.Variable):
         return value.value() if hasattr(value, "value") else tf.convert_to_tensor(value)
     if not isinstance(value, tf.Tensor):
-        raise TypeError(f"{what} is {type(value).__name__}, not a tensor of the TF1 graph")
+        kind = ("a method" if inspect.ismethod(value) else "a function"
+                if inspect.isroutine(value) else f"a {type(value).__name__}")
+        name = getattr(value, "__qualname__", "")
+        held = sorted(a for a, v in getattr(obj, "__dict__", {}).items()
+                      if isinstance(v, (tf.Tensor, tf.Variable)))
+        raise TypeError(f"{what} is {kind}{f' ({name})' if name else ''}, not a tensor of "
+                        "the TF1 graph: name a tensor (an attribute holding one, or a graph "
+                        "name such as 'name:0')"
+                        + (f"; the built object's tensors: {held[:30]}" if held else ""))
     return value
 
 
@@ -193,7 +206,7 @@ class TF1Side:
         self.obj, graph = build_in_graph(program, what)
         with _users_graph(self.obj, graph).as_default():  # a function's ops go there
             self.loss = _tensor(resolve(self.obj, program.loss, f"{what}.loss", graph),
-                                f"{what}.loss")
+                                f"{what}.loss", self.obj)
         if self.loss.shape.rank not in (0, None):
             raise ValueError(f"{what}.loss {self.loss.name!r} has shape {self.loss.shape}: "
                              "the loss must be a scalar (reduce it as the train_op does)")
@@ -255,7 +268,7 @@ class TF1Side:
     def _tensors(self, refs: Mapping[str, Any], what: str) -> dict[str, tf.Tensor]:
         """``{key: tensor}`` each ref names in the graph (``what``: the field, for errors)."""
         return {key: _tensor(resolve(self.obj, ref, f"{what}[{key!r}]", self.graph),
-                             f"{what}[{key!r}]") for key, ref in refs.items()}
+                             f"{what}[{key!r}]", self.obj) for key, ref in refs.items()}
 
     def _compared_variables(self, program: TF1Program, what: str
                             ) -> tuple[dict[str, Any], list[str]]:
@@ -300,7 +313,9 @@ class TF1Side:
         if missing or extra:
             raise ValueError(f"{what}: the inputs and the feeds differ: feeds without an "
                              f"input {missing}, inputs without a feed {extra} (feeds: "
-                             f"{sorted(self.placeholders)})")
+                             f"{sorted(self.placeholders)}): give every feed key an input "
+                             f"array of that name, and name in {what}.feeds the placeholder "
+                             "each input goes to (or leave that array out of the inputs)")
         fed = {p.op for p in self.placeholders.values()}
         unfed = sorted(op.name for op in upstream_ops(self.loss)
                        if op.type == "Placeholder" and op not in fed)
