@@ -268,10 +268,16 @@ def test_the_cli_writes_into_the_users_model(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "pi/fc1/weights" in out and "parity OK" in out and "iterations 2" in out
+    # the printed way to restore it, done as it says: every value restored (assert_consumed)
+    assert (f"restore it with status = tf.train.Checkpoint(model=model, optimizer=optimizer)"
+            f".restore({dst!r}), then optimizer.build(model.trainable_variables) before "
+            "status.assert_consumed()") in out
     user = TF2Policy()
     user.model(np.zeros((1, OBS_DIM), "float32"))
-    tf.train.Checkpoint(model=user.model, optimizer=user.optimizer).restore(dst) \
-        .assert_existing_objects_matched()
+    status = tf.train.Checkpoint(model=user.model, optimizer=user.optimizer).restore(dst)
+    user.optimizer.build(user.model.trainable_variables)
+    status.assert_consumed()
+    assert int(user.optimizer.iterations.numpy()) == 2
     np.testing.assert_allclose(user.model(batch["obs"].astype("float32")), tf1_logits,
                                rtol=1e-5, atol=1e-6)
     assert main(argv) == 1 and "exists" in capsys.readouterr().err

@@ -232,9 +232,20 @@ def _run_user(args: argparse.Namespace, parser: argparse.ArgumentParser,
                      f"optimizer state: {result.optimizer_state} (iterations {result.iterations})"]
                     + [f"note: {n}" for n in result.notes]
                     + ([f"not converted: {result.not_converted}"] if result.not_converted else [])))
-    keys = "model=model" + (", optimizer=optimizer" if result.optimizer_state != "none" else "")
-    print(f"restore it with tf.train.Checkpoint({keys}).restore({result.dst!r})")
+    print(restore_hint(result.dst, result.optimizer_state != "none"))
     return 0
+
+
+def restore_hint(dst: str, optimizer: bool) -> str:
+    """How to restore the written checkpoint; with an optimizer, that its slots must exist
+    before ``assert_consumed`` (Keras makes them on its first step or ``build``; the restore
+    fills them in when they are made)."""
+    if not optimizer:
+        return f"restore it with tf.train.Checkpoint(model=model).restore({dst!r})"
+    return (f"restore it with status = tf.train.Checkpoint(model=model, optimizer=optimizer)"
+            f".restore({dst!r}), then optimizer.build(model.trainable_variables) before "
+            "status.assert_consumed() (Keras makes the optimizer's slots on build or its "
+            "first step, and the restore fills them in as they are made)")
 
 
 def _checkpoint_dtype(values) -> str:
