@@ -61,3 +61,17 @@ def test_an_output_a_constant_apart_is_named_with_the_gaussian_constant():
         "TF2Program's 'logp' is TF1Program's + 1.838, all of it: a constant term on one side "
         "only (1.838 is 2 x 0.5 log(2 pi), the Gaussian log-density's constant per action "
         "dimension)")
+
+
+def test_the_tensors_a_train_op_minimises_are_read_under_any_scope():
+    from pgtwin.parity.loss_hints import minimised_tensors
+    with tf.Graph().as_default():
+        tf1.set_random_seed(0)  # op determinism may be on in this process
+        w = tf1.get_variable("w", [3])
+        with tf1.name_scope("losses"):
+            pg = tf.reduce_sum(tf.square(w))
+            loss = pg - 0.1 * tf.reduce_sum(w)
+        with tf1.name_scope("train"):
+            train_op = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        assert [t.name for t in minimised_tensors(train_op)] == [loss.name]
+        assert minimised_tensors(None) == []

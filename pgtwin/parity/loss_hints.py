@@ -183,8 +183,9 @@ def regularization_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float) -> str:
 def minimised_tensors(train_op) -> list[tf.Tensor]:
     """The tensors the TF1 ``train_op`` differentiates (``minimize``'s and
     ``compute_gradients``' loss), read from its gradients' graph: ``tf.gradients(y, ...)``
-    fills ``grad_ys_i`` (a ``Fill`` under ``gradients/``) and hands it to the gradient of
-    y's op, in the scope ``gradients/<y's op>_grad/``; its name gives y. An ``Identity``
+    fills ``grad_ys_i`` (a ``Fill`` under ``gradients/``, itself maybe under the scope
+    ``minimize`` was called in) and hands it to the gradient of y's op, in the scope
+    ``gradients/<y's op>_grad/``; its name gives y. An ``Identity``
     has no gradient op of its own, so an identity of the loss gives the op it reads: the
     same value."""
     if train_op is None:
@@ -194,7 +195,9 @@ def minimised_tensors(train_op) -> list[tf.Tensor]:
         if op.type != "Fill" or "/grad_ys_" not in op.name:
             continue
         for user in (c for t in op.outputs for c in t.consumers()):
-            scope = user.name.split("/", 1)[1] if "/" in user.name else ""
+            parts = user.name.split("/")  # [outer scopes..., gradients, y's op..., *_grad, op]
+            first = next((i for i, p in enumerate(parts) if p.startswith("gradients")), None)
+            scope = "/".join(parts[first + 1:]) if first is not None else ""
             if "_grad/" not in scope:
                 continue
             try:
