@@ -61,6 +61,10 @@ def test_an_output_a_constant_apart_is_named_with_the_gaussian_constant():
         "TF2Program's 'logp' is TF1Program's + 1.838, all of it: a constant term on one side "
         "only (1.838 is 2 x 0.5 log(2 pi), the Gaussian log-density's constant per action "
         "dimension)")
+    [minus] = output_rows({"logp": logp}, {"logp": logp - 0.5 * np.log(2 * np.pi)}, 1e-5,
+                          1e-6, "", sides=("TF1Program", "TF2Program"))
+    assert minus.note.startswith("TF2Program's 'logp' is TF1Program's - 0.9189, all of it: a "
+                                 "constant term on one side only (0.9189 is 1 x 0.5 log(2 pi)")
 
 
 def test_the_tensors_a_train_op_minimises_are_read_under_any_scope():

@@ -62,7 +62,7 @@ def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str])
                 "rate drops everything at keep_prob 1; a ReLU dead on every input?)")
     offset = _common_offset(a, b)
     if offset is not None:
-        halves = offset / HALF_LOG_2PI
+        halves = abs(offset) / HALF_LOG_2PI
         known = (f" ({abs(offset):.4g} is {round(halves)} x 0.5 log(2 pi), the Gaussian "
                  "log-density's constant per action dimension)"
                  if round(halves) >= 1 and abs(halves - round(halves)) < 1e-3 else "")
