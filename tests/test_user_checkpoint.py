@@ -116,6 +116,16 @@ def trained_tf1(tmp_path, batch, bias=True, dtype=tf.float32, steps=2, **kwargs)
     return graph, agent, prefix
 
 
+def next_tf1_step(graph, agent, batch):
+    """The oracle of a converted optimizer's next step: TF1's own next ``train_op`` step
+    after the save, as ``(names, weights after it)``."""
+    names = ["pi/fc1/weights", "pi/fc1/biases", "pi/out/weights", "pi/out/biases"]
+    with graph.as_default():
+        agent.sess.run(agent.train_op, agent.feed(batch))
+        by_name = {v.op.name: v for v in tf1.global_variables()}
+        return names, agent.sess.run([by_name[n] for n in names])
+
+
 def fresh_model(bias=True, dtype="float32"):
     model = keras_policy(bias, dtype)
     model(np.zeros((1, OBS_DIM), dtype))
@@ -158,11 +168,7 @@ EXACT = dict(lr=2.0 ** -7, betas=(0.875, 0.9375), epsilon=2.0 ** -27)
 def test_adam_state_converts_and_the_next_step_is_tf1s_own_train_op_step(tmp_path):
     batch = make_batch()
     graph, agent, src = trained_tf1(tmp_path, batch, dtype=tf.float64, steps=3, **EXACT)
-    names = ["pi/fc1/weights", "pi/fc1/biases", "pi/out/weights", "pi/out/biases"]
-    with graph.as_default():
-        agent.sess.run(agent.train_op, agent.feed(batch))  # the oracle: TF1's 4th step
-        by_name = {v.op.name: v for v in tf1.global_variables()}
-        expected = agent.sess.run([by_name[n] for n in names])
+    names, expected = next_tf1_step(graph, agent, batch)
     dst = str(tmp_path / "tf2" / "ckpt")
 
     result = convert_user_checkpoint(src, dst, tf1_program(dtype="float64", **EXACT),
@@ -668,11 +674,7 @@ def test_momentum_state_converts_and_the_next_step_is_tf1s_own_train_op_step(tmp
 
     graph, agent, src = trained_tf1(tmp_path, batch, dtype=tf.as_dtype(dtype), steps=3,
                                     optimizer=tf1_momentum)
-    names = ["pi/fc1/weights", "pi/fc1/biases", "pi/out/weights", "pi/out/biases"]
-    with graph.as_default():
-        agent.sess.run(agent.train_op, agent.feed(batch))  # the oracle: TF1's 4th step
-        by_name = {v.op.name: v for v in tf1.global_variables()}
-        expected = agent.sess.run([by_name[n] for n in names])
+    names, expected = next_tf1_step(graph, agent, batch)
     dst = str(tmp_path / "tf2" / "ckpt")
     result = convert_user_checkpoint(
         src, dst, tf1_program(dtype=dtype, optimizer=tf1_momentum),
