@@ -695,3 +695,45 @@ def test_momentum_state_converts_and_the_next_step_is_tf1s_own_train_op_step(tmp
     rtol, atol = (1e-10, 1e-12) if dtype == "float64" else (1e-5, 1e-6)
     for name, want, got in zip(names, expected, variables):
         np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=atol, err_msg=name)
+
+
+@pytest.mark.parametrize("momentum,centered", [(0.0, False), (0.5, True)])
+def test_rmsprop_state_converts_and_the_next_step_is_tf1s_own_train_op_step(tmp_path,
+                                                                            momentum, centered):
+    # One rule on both sides (ms <- 0.9 ms + 0.1 g^2, centered mg too; mom <- mu mom +
+    # lr g / sqrt(ms (- mg^2) + eps)): the slots copied, the converted RMSprop's next step
+    # is TF1's 4th. Before, the state started fresh: TF1's mean square starts at 1 and
+    # Keras' at 0, and a resumed step parted by a quarter of itself (A2C).
+    batch = make_batch()
+
+    def tf1_rmsprop(lr):
+        return tf1.train.RMSPropOptimizer(lr, 0.9, momentum, 1e-6, centered=centered)
+
+    def keras_rmsprop():
+        return keras.optimizers.RMSprop(0.01, 0.9, momentum, 1e-6, centered=centered)
+
+    graph, agent, src = trained_tf1(tmp_path, batch, dtype=tf.float64, steps=3,
+                                    optimizer=tf1_rmsprop)
+    names, expected = next_tf1_step(graph, agent, batch)
+    dst = str(tmp_path / "tf2" / "ckpt")
+    result = convert_user_checkpoint(
+        src, dst, tf1_program(dtype="float64", optimizer=tf1_rmsprop),
+        tf2_program(dtype="float64", make_optimizer=keras_rmsprop), batch)
+    assert result.optimizer_state == "rmsprop", result.notes
+    assert not any(r.note.startswith("WARNING") for r in result.report.rows)
+    assert not any("/RMSProp" in n for n in result.not_converted), result.not_converted
+
+    user = TF2Policy(dtype="float64", make_optimizer=keras_rmsprop)
+    user.model(np.zeros((1, OBS_DIM)))
+    status = tf.train.Checkpoint(model=user.model, optimizer=user.optimizer).restore(dst)
+    user.optimizer.build(user.model.trainable_variables)
+    status.assert_consumed()
+    with tf.GradientTape() as tape:
+        loss = user.loss(batch)["loss"]
+    variables = user.model.trainable_variables
+    user.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    # atol 1e-10: TF1's fused kernel takes lr * g * rsqrt(ms + eps), Keras lr * g / sqrt(...);
+    # their last bits differ by 4.5e-12 where a step is about 1e-2 (1e-9 of it), against
+    # the quarter of a step the fresh state parted by
+    for name, want, got in zip(names, expected, variables):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-10, atol=1e-10, err_msg=name)

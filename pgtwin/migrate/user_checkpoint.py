@@ -27,8 +27,9 @@ Optimizer state (``optimizer_state``): ``auto`` converts TF1 Adam's state (``<va
 = m, ``<var>/Adam_1`` = v, ``beta1_power``/``beta2_power`` -> Keras ``iterations``) when
 the checkpoint has it for every converted variable and the user's optimizer is a Keras 3
 or ``tf_keras`` ``Adam``; TF1 ``MomentumOptimizer``'s accumulators (``<var>/Momentum``)
-into a Keras ``SGD`` with momentum, as ``-lr`` times them (:mod:`pgtwin.migrate.momentum_state`);
-else it starts it fresh (the result says why); ``convert`` requires it; ``reset`` starts it
+into a Keras ``SGD`` with momentum, as ``-lr`` times them, and ``RMSPropOptimizer``'s slots
+into a Keras ``RMSprop`` as they are (:mod:`pgtwin.migrate.slot_states`); else it starts it
+fresh (the result says why); ``convert`` requires it; ``reset`` starts it
 fresh. The optimizer is built on ``model.trainable_variables``, the
 list a train step passes to ``apply_gradients``.
 
@@ -42,7 +43,7 @@ its loss called once) and optimizer (``assert_consumed``), and
   graph's, to the dtype's tolerances (:data:`pgtwin.parity.parity_rows.DEFAULT_TOLERANCES`);
 * ``weights``: one step of the fresh optimizer on random gradients equals one step of
   TF1's own ``AdamOptimizer`` (same settings, state loaded as stored) on the same ones, or
-  of TF1's momentum rule from its accumulators.
+  of TF1's momentum or RMSProp rule from its slots.
 
 Only then are the files renamed to ``dst`` (:mod:`pgtwin.migrate.checkpoint_prefix`).
 """
@@ -59,8 +60,7 @@ import tensorflow as tf
 from pgtwin.migrate.agent_checkpoint import ConversionVerificationError
 from pgtwin.migrate.checkpoint_prefix import refuse_existing, staged_prefix
 from pgtwin.migrate.keras_adam_state import adam_slots, build_optimizer, is_keras_adam
-from pgtwin.migrate.momentum_state import (SLOT, is_keras_momentum_sgd, momentum_slot,
-                                           tf1_accumulators, tf1_momentum_step)
+from pgtwin.migrate.slot_states import read_slot_state
 from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.model_state import VARIABLE_OPS, split_name_map
 from pgtwin.parity.optimizer_config import (keras_optimizer, optimizer_rows, tf1_clipping,
@@ -108,7 +108,8 @@ class UserConversion:
     """Which TF1 variable went into which TF2 variable, and by which rule."""
     optimizer_state: str
     """``adam`` (m, v and iterations converted), ``momentum`` (SGD's momentums from TF1's
-    accumulators), ``fresh`` or ``none`` (no optimizer written)."""
+    accumulators), ``rmsprop`` (RMSprop's slots), ``fresh`` or ``none`` (no optimizer
+    written)."""
     iterations: int
     """Keras ``iterations`` written (TF1's Adam step count; 0 when fresh)."""
     not_converted: list[str] = field(default_factory=list)
@@ -208,9 +209,9 @@ def convert_user_checkpoint(
 
         notes: list[str] = []
         optimizer, unknown = _written_optimizer(eager, tf2_program)
-        accumulators = None if optimizer_state == "reset" else _tf1_momentum(
+        slot_state = None if optimizer_state == "reset" else _tf1_slot_state(
             values, mapping, optimizer)
-        adam = None if accumulators is not None else _tf1_adam(
+        adam = None if slot_state is not None else _tf1_adam(
             values, mapping, legacy, optimizer, optimizer_state, prefix, notes, unknown)
         if unknown and optimizer_state == "reset":
             notes.append(unknown)
@@ -226,15 +227,15 @@ def convert_user_checkpoint(
                         for n in tf1_rate_reads(legacy.train_op)) else None
                 steps = _continue_schedule(values, optimizer, notes, tf1_rate,
                                            guessed=legacy is None)
-                if accumulators is not None:
-                    _load_momentum(eager, mapping, accumulators, optimizer)
+                if slot_state is not None:
+                    _load_slot_state(eager, mapping, slot_state, optimizer)
         objects = _checkpoint_objects(eager.model, optimizer)
         with staged_prefix(dst, overwrite) as staged:
             writer = tf.train.Checkpoint(**objects)
             writer.save_counter  # noqa: B018  (created now, so restoring finds it written)
             written = writer.write(staged)
             report = _verify(written, tf2_program, fed, eager, mapping, state, oracle, adam,
-                             steps, legacy, dtype, seed, accumulators)
+                             steps, legacy, dtype, seed, slot_state)
             report.rows.extend(_settings_rows(legacy, optimizer, dtype))
             report.rows.extend(_fresh_state_rows(notes, dtype))
             report.mapping_table = everything.to_table()
@@ -244,12 +245,12 @@ def convert_user_checkpoint(
         if legacy is not None:
             legacy.close()
     used = {p.tf1.name for p in everything.pairs} | set(adam.names if adam else ())
-    if accumulators is not None and optimizer is not None:
-        used |= {f"{n}/{SLOT}" for n in accumulators}
+    if slot_state is not None and optimizer is not None:
+        used |= {f"{n}/{x}" for n in slot_state.slots for x in slot_state.suffixes}
     if adam is None and steps:  # the schedule's step count came from it
         used |= {n for n, v in values.items() if _is_global_step(n, v)}
     how = ("none" if optimizer is None else "adam" if adam is not None
-           else "momentum" if accumulators is not None else "fresh")
+           else slot_state.kind if slot_state is not None else "fresh")
     return UserConversion(dst, everything, how, steps, sorted(set(values) - used), notes, report)
 
 
@@ -260,8 +261,8 @@ NOT_CONVERTED = "optimizer state not converted, started fresh: "
 def _fresh_state_rows(notes: list[str], dtype: str) -> list[Row]:
     """A warning where the checkpoint holds optimizer state for the converted variables that
     was not converted: the verification checks the weights, and a resumed run's next step
-    is still not TF1's (RMSProp's mean square, 0.55 after 60 A2C updates, restarts at the
-    port's 1.0: that step part by a quarter of itself)."""
+    is still not TF1's (before RMSProp's state converted, its mean square, 0.55 after 60
+    A2C updates, restarted at the port's 1.0: that step parted by a quarter of itself)."""
     return [Row("weights", "optimizer state", 0.0, 0.0, True,
                 f"WARNING {n[len(NOT_CONVERTED):]}: the optimizer starts fresh, so a resumed "
                 "run's next step is not TF1's next step (its moments start again)",
@@ -461,7 +462,8 @@ def _tf1_adam(values: Mapping[str, np.ndarray], mapping: VariableMapping,
     elif not is_keras_adam(optimizer):
         reason = (f"the TF2 optimizer is {type(optimizer).__module__}.{type(optimizer).__name__}; "
                   "only TF1 Adam's state converts, into a Keras Adam without amsgrad (and "
-                  "MomentumOptimizer's, into a Keras SGD with momentum)")
+                  "MomentumOptimizer's and RMSPropOptimizer's, into a Keras SGD with momentum "
+                  "and an RMSprop)")
     elif any(p is None for p in pairs.values()):
         bad = {n: sorted(by_var.get(n, {})) for n, p in pairs.items() if p is None}
         reason = f"not one Adam slot pair (S, S_1) for every converted variable: {bad}"
@@ -629,39 +631,37 @@ def _load_adam(eager: TF2Side, mapping: VariableMapping, adam: _Adam, optimizer:
     return steps
 
 
-def _tf1_momentum(values: Mapping[str, np.ndarray], mapping: VariableMapping,
-                  optimizer: Any) -> dict[str, np.ndarray] | None:
-    """TF1 Momentum's accumulator of each converted variable (``{tf1 name: a}``), where
-    the checkpoint holds one for every one of them and the TF2 optimizer is a Keras SGD
-    with momentum; else None (Adam's reading then says why nothing converts)."""
-    if optimizer is None or not is_keras_momentum_sgd(optimizer):
-        return None
+def _tf1_slot_state(values: Mapping[str, np.ndarray], mapping: VariableMapping,
+                    optimizer: Any) -> Any:
+    """TF1 Momentum's or RMSProp's slots of the converted variables, where the checkpoint
+    holds them for every one and the TF2 optimizer takes them
+    (:func:`pgtwin.migrate.slot_states.read_slot_state`); else None (Adam's reading then
+    says why nothing converts)."""
     by_var: dict[str, dict[str, np.ndarray]] = {}
     for slot, (var, suffix) in slot_parents({n: v.shape for n, v in values.items()}).items():
         by_var.setdefault(var, {})[suffix] = values[slot]
-    return tf1_accumulators(by_var, [p.tf1.name for p in mapping.pairs])
+    return read_slot_state(by_var, [p.tf1.name for p in mapping.pairs], optimizer)
 
 
-def _momentum_rate(optimizer: Any) -> float:
+def _rate(optimizer: Any) -> float:
     """The Keras optimizer's learning rate at its iterations now (a schedule's value)."""
     return keras_optimizer(optimizer)[1]["learning_rate"]
 
 
-def _load_momentum(eager: TF2Side, mapping: VariableMapping,
-                   accumulators: Mapping[str, np.ndarray], optimizer: Any) -> None:
-    """Assign ``-lr a`` to each converted variable's momentum in the user's (built) Keras
-    SGD (:mod:`pgtwin.migrate.momentum_state`)."""
-    rate = _momentum_rate(optimizer)
+def _load_slot_state(eager: TF2Side, mapping: VariableMapping, state: Any,
+                     optimizer: Any) -> None:
+    """Assign the converted slots into the user's (built) Keras optimizer."""
     for p in mapping.pairs:
-        momentum_slot(optimizer, eager.handles[p.tf2.name]).assign(
-            -rate * np.asarray(accumulators[p.tf1.name], np.float64))
+        for _, slot, value in state.written(optimizer, eager.handles[p.tf2.name], p.tf1.name,
+                                            _rate(optimizer)):
+            slot.assign(np.asarray(value, np.float64))
 
 
 # --------------------------------------------------------------- verification
 def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2Side,
             mapping: VariableMapping, state: VariableMapping, oracle: Mapping[str, np.ndarray],
             adam: _Adam | None, steps: int, legacy: TF1Side | None, dtype: str, seed: int,
-            accumulators: Mapping[str, np.ndarray] | None = None) -> ParityReport:
+            slot_state: Any = None) -> ParityReport:
     """Restore ``path`` into a fresh copy of the user's model and compare it with the TF1
     side: the weights and the state pairs against TF1's values, the model's other
     variables against what was written."""
@@ -718,14 +718,14 @@ def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2
                                       np.asarray(m_slot), 0.0, 0.0, dtype))
             report.add(compare_arrays("variables", f"{p.tf1.name}/Adam_1 -> v", v,
                                       np.asarray(v_slot), 0.0, 0.0, dtype))
-    if accumulators is not None and optimizer is not None:
-        rate = _momentum_rate(optimizer)
+    if slot_state is not None and optimizer is not None:
         for p in mapping.pairs:
-            slot = np.asarray(momentum_slot(optimizer, fresh.handles[rename[p.tf2.name]]))
-            written = (-rate * np.asarray(accumulators[p.tf1.name], np.float64)).astype(
-                slot.dtype)  # as the assignment rounded it
-            report.add(compare_arrays("variables", f"{p.tf1.name}/{SLOT} -> momentum",
-                                      written, slot, 0.0, 0.0, dtype))
+            for label, slot, value in slot_state.written(
+                    optimizer, fresh.handles[rename[p.tf2.name]], p.tf1.name, _rate(optimizer)):
+                got = np.asarray(slot)
+                report.add(compare_arrays("variables", label,
+                                          np.asarray(value, np.float64).astype(got.dtype), got,
+                                          0.0, 0.0, dtype))  # as the assignment rounded it
     if optimizer is not None and (adam is not None or steps):
         report.add(compare_arrays("variables", "optimizer.iterations", np.asarray(steps),
                                   np.asarray(optimizer.iterations), 0.0, 0.0, dtype))
@@ -746,23 +746,20 @@ def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2
                                       expected[p.tf1.name] - oracle[p.tf1.name],
                                       after[rename[p.tf2.name]] - restored[rename[p.tf2.name]],
                                       *STEP_TOLERANCES[dtype], f"{dtype}, one Adam step"))
-    if accumulators is not None and optimizer is not None:
-        report.rows.extend(_momentum_step_rows(fresh, mapping, rename, restored, oracle,
-                                               accumulators, optimizer, dtype, seed))
+    if slot_state is not None and optimizer is not None:
+        report.rows.extend(_slot_step_rows(fresh, mapping, rename, restored, oracle,
+                                           slot_state, optimizer, dtype, seed))
     return report
 
 
-def _momentum_step_rows(fresh: TF2Side, mapping: VariableMapping, rename: Mapping[str, str],
-                        restored: Mapping[str, np.ndarray], oracle: Mapping[str, np.ndarray],
-                        accumulators: Mapping[str, np.ndarray], optimizer: Any, dtype: str,
-                        seed: int) -> list[Row]:
-    """One step of the restored Keras SGD on random gradients against TF1's momentum rule
-    from the accumulators and weights as stored (``momentum_state.tf1_momentum_step``)."""
+def _slot_step_rows(fresh: TF2Side, mapping: VariableMapping, rename: Mapping[str, str],
+                    restored: Mapping[str, np.ndarray], oracle: Mapping[str, np.ndarray],
+                    state: Any, optimizer: Any, dtype: str, seed: int) -> list[Row]:
+    """One step of the restored Keras optimizer on random gradients against TF1's rule
+    from its slots and weights as stored (the slot state's ``step``)."""
     rng = np.random.default_rng(seed)
     grads = {p.tf1.name: 0.1 * rng.standard_normal(p.tf1.shape) for p in mapping.pairs}
-    settings = keras_optimizer(optimizer)[1]
-    expected = tf1_momentum_step(oracle, accumulators, grads, settings["learning_rate"],
-                                 settings["momentum"], bool(settings.get("nesterov")))
+    expected = state.step(oracle, grads, keras_optimizer(optimizer)[1])
     optimizer.apply_gradients(
         [(tf.constant(grads[p.tf1.name], fresh.variables[rename[p.tf2.name]].dtype),
           fresh.handles[rename[p.tf2.name]]) for p in mapping.pairs])
@@ -770,7 +767,7 @@ def _momentum_step_rows(fresh: TF2Side, mapping: VariableMapping, rename: Mappin
     return [compare_arrays("weights", f"{p.tf1.name} -> {p.tf2.name}",
                            expected[p.tf1.name] - oracle[p.tf1.name],
                            after[rename[p.tf2.name]] - restored[rename[p.tf2.name]],
-                           *STEP_TOLERANCES[dtype], f"{dtype}, one momentum step")
+                           *STEP_TOLERANCES[dtype], f"{dtype}, one {state.kind} step")
             for p in mapping.pairs]
 
 
