@@ -126,6 +126,20 @@ def next_tf1_step(graph, agent, batch):
         return names, agent.sess.run([by_name[n] for n in names])
 
 
+def resumed_step(user, dst, batch):
+    """The user's model and optimizer restored from ``dst`` as convert-checkpoint's printed
+    line says (every value consumed), then one train step on ``batch``: the variables."""
+    user.model(np.zeros((1, OBS_DIM), user.dtype))
+    status = tf.train.Checkpoint(model=user.model, optimizer=user.optimizer).restore(dst)
+    user.optimizer.build(user.model.trainable_variables)
+    status.assert_consumed()
+    with tf.GradientTape() as tape:
+        loss = user.loss(batch)["loss"]
+    variables = user.model.trainable_variables
+    user.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    return variables
+
+
 def fresh_model(bias=True, dtype="float32"):
     model = keras_policy(bias, dtype)
     model(np.zeros((1, OBS_DIM), dtype))
@@ -683,15 +697,7 @@ def test_momentum_state_converts_and_the_next_step_is_tf1s_own_train_op_step(tmp
     assert not any(r.note.startswith("WARNING") for r in result.report.rows)
     assert not any(n.endswith("/Momentum") for n in result.not_converted)
 
-    user = TF2Policy(dtype=dtype, make_optimizer=keras_momentum)
-    user.model(np.zeros((1, OBS_DIM), dtype))
-    status = tf.train.Checkpoint(model=user.model, optimizer=user.optimizer).restore(dst)
-    user.optimizer.build(user.model.trainable_variables)
-    status.assert_consumed()
-    with tf.GradientTape() as tape:
-        loss = user.loss(batch)["loss"]
-    variables = user.model.trainable_variables
-    user.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    variables = resumed_step(TF2Policy(dtype=dtype, make_optimizer=keras_momentum), dst, batch)
     rtol, atol = (1e-10, 1e-12) if dtype == "float64" else (1e-5, 1e-6)
     for name, want, got in zip(names, expected, variables):
         np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=atol, err_msg=name)
@@ -723,15 +729,8 @@ def test_rmsprop_state_converts_and_the_next_step_is_tf1s_own_train_op_step(tmp_
     assert not any(r.note.startswith("WARNING") for r in result.report.rows)
     assert not any("/RMSProp" in n for n in result.not_converted), result.not_converted
 
-    user = TF2Policy(dtype="float64", make_optimizer=keras_rmsprop)
-    user.model(np.zeros((1, OBS_DIM)))
-    status = tf.train.Checkpoint(model=user.model, optimizer=user.optimizer).restore(dst)
-    user.optimizer.build(user.model.trainable_variables)
-    status.assert_consumed()
-    with tf.GradientTape() as tape:
-        loss = user.loss(batch)["loss"]
-    variables = user.model.trainable_variables
-    user.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    variables = resumed_step(TF2Policy(dtype="float64", make_optimizer=keras_rmsprop), dst,
+                             batch)
     # atol 1e-10: TF1's fused kernel takes lr * g * rsqrt(ms + eps), Keras lr * g / sqrt(...);
     # their last bits differ by 4.5e-12 where a step is about 1e-2 (1e-9 of it), against
     # the quarter of a step the fresh state parted by
