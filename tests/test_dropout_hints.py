@@ -134,3 +134,43 @@ def test_dropout_only_the_train_step_draws_is_named_at_the_weights():
     off = compare_programs(tf1_program(), tf2_program(0.0, loss_training=False), batch(1.0),
                            steps=1)
     assert off.ok, off.to_table()
+
+
+class SamplingPolicy:
+    """Old TF1 code whose loss reads the action it samples in the graph, which its training
+    loop feeds (``feed_dict={policy.sample: actions}``)."""
+
+    def __init__(self):
+        tf1.set_random_seed(0)  # op determinism may be on in this process
+        self.obs_ph = tf1.placeholder(tf.float32, [None, OBS], name="obs")
+        self.ret_ph = tf1.placeholder(tf.float32, [None], name="returns")
+        w = tf1.get_variable("policy/weights", [OBS, ACTIONS])
+        self.logits = self.obs_ph @ w
+        self.sample = tf.squeeze(tf.random.categorical(self.logits, 1), 1, name="sampled_action")
+        neglogp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=self.sample,
+                                                                 logits=self.logits)
+        self.loss = tf.reduce_mean(neglogp * self.ret_ph)
+
+
+def test_a_sample_the_tf1_loss_reads_unfed_is_named_with_the_feed_that_fixes_it():
+    # The description left out the feed of the sampled action: both sides sample anew on
+    # every run, and the note names TF1's sample tensor and how to feed it.
+    def loss(model, b):
+        logits = model(b["obs"])
+        actions = tf.squeeze(tf.random.categorical(logits, 1), 1)
+        neglogp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=logits)
+        return {"loss": tf.reduce_mean(neglogp * b["returns"])}
+
+    tf1_program = TF1Program(build=SamplingPolicy, feeds={"obs": "obs_ph", "returns": "ret_ph"},
+                             loss="loss")
+    tf2_program = TF2Program(build=lambda: keras.Sequential(
+        [keras.layers.Dense(ACTIONS, use_bias=False)]), loss=loss)
+    rng = np.random.default_rng(0)
+    batch = {"obs": rng.normal(size=(64, OBS)), "returns": rng.normal(size=64)}
+    report = compare_programs(tf1_program, tf2_program, batch, steps=0)
+    bad = report.first_failure
+    assert bad is not None and bad.rung == "loss", report.to_table()
+    assert ("TF1's loss reads the sample sampled_action:0 (drawn in the graph, fed by "
+            "nothing): feed it the batch's actions or noise as the training loop does (a feed "
+            "may replace any tensor: TF1Program.feeds={..., 'KEY': 'sampled_action:0'})"
+            in bad.note), bad.note

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.ladder import Row
 from pgtwin.parity.layer_hints import (activation_hint, batch_norm_hint, batch_norm_mode_hint,
                                        keras_activations, keras_batch_norm_epsilons,
@@ -90,9 +91,38 @@ def with_randomness(rows: list[Row], legacy: TF1Side, eager: TF2Side,
             "that turns it off (keep_prob 1.0 / is_training False where dropout is all it "
             "does), or, for a sampled op (a Gaussian policy's tf.random_normal noise), make "
             "the noise an input both sides are fed, as the comparison needs one computation")
+    if moved[0].startswith("TF1Program"):
+        note = "; ".join(x for x in (note, _tf1_sample_note(legacy)) if x)
     return [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
                                "; ".join(x for x in (note, r.note) if x), r.context)
             for r in rows]
+
+
+SAMPLE_OPS = frozenset({"Multinomial", "StatelessMultinomial", "RandomStandardNormal",
+                        "StatelessRandomNormalV2", "TruncatedNormal", "RandomUniformInt"})
+"""TF1 ops that draw a sample (an action, a Gaussian's noise); dropout's ``RandomUniform``
+is left out, its note says what to feed."""
+_PASS_ON = frozenset({"Squeeze", "Reshape", "Identity", "Cast", "ExpandDims"})
+"""Ops that pass a sample on unchanged in value: the tensor a loop feeds is often after
+them (``tf.squeeze(tf.random.categorical(logits, 1))``)."""
+
+
+def _tf1_sample_note(legacy: TF1Side) -> str:
+    """The sampling ops TF1's loss reads that no feed replaces, each with the tensor that
+    holds its sample as the loss reads it, and how to feed it; '' where there is none."""
+    fed = {t.op for t in legacy.placeholders.values()}
+    found = []
+    for op in upstream_ops(legacy.loss, control=False, stop=lambda o: o in fed):
+        if op.type in SAMPLE_OPS and op not in fed:
+            held = op.outputs[0]
+            while len(held.consumers()) == 1 and held.consumers()[0].type in _PASS_ON:
+                held = held.consumers()[0].outputs[0]
+            found.append(held.name)
+    if not found:
+        return ""
+    return (f"TF1's loss reads the sample {', '.join(found)} (drawn in the graph, fed by "
+            "nothing): feed it the batch's actions or noise as the training loop does (a "
+            f"feed may replace any tensor: TF1Program.feeds={{..., 'KEY': '{found[0]}'}})")
 
 
 def random_step_note(eager: TF2Side) -> str:
