@@ -93,7 +93,12 @@ class RMSPropState:
 
     def __init__(self, slots: Mapping[str, Mapping[str, np.ndarray]], centered: bool):
         self.slots, self.centered = slots, centered
-        self.suffixes = ("RMSProp", "RMSProp_1", "RMSProp_2")[:3 if centered else 2]
+        self.suffixes = self.suffixes_of(centered)
+
+    @staticmethod
+    def suffixes_of(centered: bool) -> tuple[str, ...]:
+        """TF1's slot suffixes: ms, then mom, or mg and mom when centered."""
+        return ("RMSProp", "RMSProp_1", "RMSProp_2")[:3 if centered else 2]
 
     @classmethod
     def read(cls, slots: Slots, names: list[str], optimizer: Any) -> "RMSPropState | None":
@@ -101,11 +106,10 @@ class RMSPropState:
         ``RMSprop``'s ``centered``; else None."""
         if type(optimizer).__name__ != "RMSprop":
             return None
-        state = cls({}, bool(_settings(optimizer).get("centered")))
-        if any(set(slots.get(n, {})) != set(state.suffixes) for n in names):
+        centered = bool(_settings(optimizer).get("centered"))
+        if any(set(slots.get(n, {})) != set(cls.suffixes_of(centered)) for n in names):
             return None
-        state.slots = {n: slots[n] for n in names}
-        return state
+        return cls({n: slots[n] for n in names}, centered)
 
     def _parts(self, name: str) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """``(ms, mg or None, mom)`` of TF1 variable ``name``."""

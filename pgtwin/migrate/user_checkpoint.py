@@ -443,9 +443,7 @@ def _tf1_adam(values: Mapping[str, np.ndarray], mapping: VariableMapping,
     if mode == "reset":
         return None
     slot_of = slot_parents({n: v.shape for n, v in values.items()})
-    by_var: dict[str, dict[str, np.ndarray]] = {}
-    for slot, (var, suffix) in slot_of.items():
-        by_var.setdefault(var, {})[suffix] = values[slot]
+    by_var = _slots_by_variable(values, slot_of)
     names = [p.tf1.name for p in mapping.pairs]
     has_state = any(n in by_var for n in names) or any(power_key(n) for n in values)
     reason = None
@@ -637,10 +635,18 @@ def _tf1_slot_state(values: Mapping[str, np.ndarray], mapping: VariableMapping,
     holds them for every one and the TF2 optimizer takes them
     (:func:`pgtwin.migrate.slot_states.read_slot_state`); else None (Adam's reading then
     says why nothing converts)."""
-    by_var: dict[str, dict[str, np.ndarray]] = {}
-    for slot, (var, suffix) in slot_parents({n: v.shape for n, v in values.items()}).items():
-        by_var.setdefault(var, {})[suffix] = values[slot]
+    by_var = _slots_by_variable(values, slot_parents({n: v.shape for n, v in values.items()}))
     return read_slot_state(by_var, [p.tf1.name for p in mapping.pairs], optimizer)
+
+
+def _slots_by_variable(values: Mapping[str, np.ndarray], slot_of: Mapping[str, tuple[str, str]]
+                       ) -> dict[str, dict[str, np.ndarray]]:
+    """``{variable: {slot suffix: value}}`` from ``slot_parents``' ``{slot: (variable,
+    suffix)}``."""
+    by_var: dict[str, dict[str, np.ndarray]] = {}
+    for slot, (var, suffix) in slot_of.items():
+        by_var.setdefault(var, {})[suffix] = values[slot]
+    return by_var
 
 
 def _rate(optimizer: Any) -> float:
