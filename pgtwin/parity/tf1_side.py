@@ -25,6 +25,7 @@ from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_bui
                                        program_failed, require_eager)
 from pgtwin.parity.fed_gradients import fed_gradients
 from pgtwin.parity.graph_walk import ASSIGN_OPS, upstream_ops
+from pgtwin.parity.index_ranges import check_fed_indices
 from pgtwin.parity.model_state import state_kept, tf1_state_variables, variable_ops
 from pgtwin.parity.optimizer_config import (apply_kind, gradient_input, tf1_adam_moments,
                                             tf1_clip_thresholds, tf1_optimizer,
@@ -333,8 +334,14 @@ class TF1Side:
                             f"{what}.feeds does not name (feeds: {sorted(self.placeholders)}): "
                             f"add feeds={{..., 'KEY': {unfed[0]!r}}} and an input array KEY "
                             "holding the value your loop feeds it")
-        return {self.placeholders[k]: cast_feed(k, inputs[k], self.placeholders[k])
-                for k in self.placeholders}
+        roots = [self.loss, *self.outputs.values()] + \
+            ([] if self.train_op is None else [self.train_op])
+        run = {op for root in roots for op in upstream_ops(root)}
+        feed = {}
+        for key, placeholder in self.placeholders.items():
+            feed[placeholder] = cast_feed(key, inputs[key], placeholder)
+            check_fed_indices(key, feed[placeholder], placeholder, run)
+        return feed
 
     # ------------------------------------------------------------------ reading
     def infos(self) -> list[VariableInfo]:

@@ -19,6 +19,7 @@ import tensorflow as tf
 from pgtwin.migrate.keras_adam_state import adam_slots, is_keras_adam
 from pgtwin.parity.code_checks import (LegacyCodeError, ProgramBuildError, eager_guard,
                                        program_failed, require_eager)
+from pgtwin.parity.index_ranges import index_error_from
 from pgtwin.parity.model_state import state_kept, tf2_state_variables
 from pgtwin.parity.optimizer_groups import keras_owner
 from pgtwin.parity.programs import TF2Program, resolve
@@ -155,7 +156,7 @@ class TF2Side:
         self.state = _by_name(built, self.model, self.obj)
         with state_kept(self), tf.GradientTape() as tape:
             first = loss_results(_users(lambda: program.loss(self.obj, dict(self.inputs)),
-                                        f"{what}.loss"), f"{what}.loss")
+                                        f"{what}.loss", inputs), f"{what}.loss")
         self.returned = [k for k in first if k != "loss"]
         """The keys the loss returns besides ``loss`` (before ``TF2Program.outputs`` picks)."""
         frozen = _frozen(self.obj)
@@ -346,16 +347,17 @@ class TF2Side:
                                   outputs=self.program.outputs)
 
 
-def _users(call: Any, what: str) -> Any:
+def _users(call: Any, what: str, inputs: Mapping[str, Any] | None = None) -> Any:
     """``call()``, the user's code: what it raises comes back as
     :class:`~pgtwin.parity.code_checks.ProgramBuildError` naming ``what`` and the line (the
-    harness's own refusals, raised before, pass as they are)."""
+    harness's own refusals, raised before, pass as they are), or, for an index out of range
+    that one of ``inputs`` holds, as :class:`~pgtwin.parity.index_ranges.IndexRangeError`."""
     try:
         return call()
     except (LegacyCodeError, ProgramBuildError):
         raise
     except Exception as err:  # noqa: BLE001  (the user's code: named, not hidden)
-        raise program_failed(err, what) from err
+        raise (index_error_from(err, inputs or {}, what) or program_failed(err, what)) from err
 
 
 def _optimizer_variables(optimizer: Any) -> list[Any]:
