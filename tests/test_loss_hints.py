@@ -14,19 +14,24 @@ from pgtwin.parity.parity_rows import output_rows
 tf1 = tf.compat.v1
 
 
-@pytest.fixture(scope="module")
-def actor_critic():
+def _actor_critic(dtype):
     """A TF1 loss pg + 0.5 vf - 0.01 ent over three scalar terms, its Session and feed:
     pg = 1.5, vf = 4.0, ent = 0.7 (fed), so the loss is 1.5 + 2.0 - 0.007 = 3.493."""
     graph = tf.Graph()
     with graph.as_default():
         tf1.set_random_seed(0)  # op determinism may be on in this process
-        x = tf1.placeholder(tf.float64, [3], name="terms")
+        x = tf1.placeholder(dtype, [3], name="terms")
         pg, vf, ent = (tf.identity(x[i], name=n) for i, n in enumerate(("pg", "vf", "ent")))
         loss = pg + 0.5 * vf - 0.01 * ent
     session = tf1.Session(graph=graph)
-    yield SimpleNamespace(loss=loss, session=session, feed={x: np.array([1.5, 4.0, 0.7])})
-    session.close()
+    return SimpleNamespace(loss=loss, session=session, feed={x: np.array([1.5, 4.0, 0.7])})
+
+
+@pytest.fixture(scope="module")
+def actor_critic():
+    program = _actor_critic(tf.float64)
+    yield program
+    program.session.close()
 
 
 def test_the_loss_is_read_as_its_terms_with_their_coefficients(actor_critic):
@@ -49,6 +54,18 @@ def test_the_loss_is_read_as_its_terms_with_their_coefficients(actor_critic):
 ])
 def test_a_gap_one_terms_coefficient_explains_is_named(actor_critic, tf2_loss, want):
     assert term_hint(actor_critic, 3.493, tf2_loss, 1e-9) == want
+
+
+def test_a_flipped_sign_is_named_in_float32_too():
+    # 0.01 in float32 reads back as 0.009999999776; the entropy bonus added where TF1
+    # subtracts it: 1.5 + 2.0 + 0.007 = 3.507
+    program = _actor_critic(tf.float32)
+    try:
+        assert term_hint(program, 3.493, 3.507, 1e-6) == (
+            "the TF2 loss weights TF1's term ent (0.7) 0.01 where TF1 weights it -0.01: its "
+            "sign flipped")
+    finally:
+        program.session.close()
 
 
 def test_an_output_a_constant_apart_is_named_with_the_gaussian_constant():

@@ -241,7 +241,10 @@ def _constant(t: tf.Tensor) -> float | None:
     if op.type != "Const" or t.shape.rank not in (0, None):
         return None
     value = tf.make_ndarray(op.get_attr("value"))
-    return float(value) if value.size == 1 else None
+    # The shortest decimal that the constant's own dtype holds: a float32 0.01 read as a
+    # Python float is 0.009999999776, which no round TF2 coefficient equals (a flipped
+    # sign was told as "a coefficient differs" in float32).
+    return float(str(value.reshape(())[()])) if value.size == 1 else None
 
 
 def loss_terms(loss: tf.Tensor, depth: int = 6) -> list[tuple[float, tf.Tensor]]:

@@ -24,6 +24,7 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_build_error,
                                        program_failed, require_eager)
 from pgtwin.parity.fed_gradients import fed_gradients
+from pgtwin.parity.feed_cuts import cut_off_message
 from pgtwin.parity.graph_walk import ASSIGN_OPS, upstream_ops
 from pgtwin.parity.index_ranges import check_fed_indices
 from pgtwin.parity.model_state import state_kept, tf1_state_variables, variable_ops
@@ -318,7 +319,9 @@ class TF1Side:
                              f"array of that name, and name in {what}.feeds the placeholder "
                              "each input goes to (or leave that array out of the inputs)")
         fed = {p.op for p in self.placeholders.values()}
-        unfed = sorted(op.name for op in upstream_ops(self.loss)
+        # A fed tensor's value replaces its op's, so what that op reads is not needed.
+        replaced = lambda op: op in fed and len(op.outputs) == 1  # noqa: E731
+        unfed = sorted(op.name for op in upstream_ops(self.loss, stop=replaced)
                        if op.type == "Placeholder" and op not in fed)
         if unfed:
             raise FeedError(f"the TF1 loss needs placeholders {unfed}, which {what}.feeds "
@@ -326,7 +329,7 @@ class TF1Side:
                             f"feeds={{..., 'KEY': {unfed[0]!r}}} and an input array KEY")
         fed |= {h.op for h in self.gradient_holders}
         unfed = [] if self.train_op is None else sorted(
-            op.name for op in upstream_ops(self.train_op)
+            op.name for op in upstream_ops(self.train_op, stop=replaced)
             if op.type == "Placeholder" and op not in fed)
         if unfed:
             raise FeedError(f"the TF1 train_op needs placeholders {unfed} that the loss does "
@@ -336,7 +339,10 @@ class TF1Side:
                             "holding the value your loop feeds it")
         roots = [self.loss, *self.outputs.values()] + \
             ([] if self.train_op is None else [self.train_op])
-        run = {op for root in roots for op in upstream_ops(root)}
+        cut_off = cut_off_message(self.placeholders, roots, what)
+        if cut_off:
+            raise FeedError(cut_off)
+        run = {op for root in roots for op in upstream_ops(root, stop=replaced)}
         feed = {}
         for key, placeholder in self.placeholders.items():
             feed[placeholder] = cast_feed(key, inputs[key], placeholder)
