@@ -2,6 +2,7 @@
 (pgtwin.parity.loss_hints, pgtwin.parity.parity_rows), against gaps made by hand."""
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -96,3 +97,49 @@ def test_the_tensors_a_train_op_minimises_are_read_under_any_scope():
             train_op = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
         assert [t.name for t in minimised_tensors(train_op)] == [loss.name]
         assert minimised_tensors(None) == []
+
+
+@pytest.mark.parametrize("ddof_on,want", [
+    ("TF2", "is 0.9874x TF1Program's, all of it: sqrt(39/40), Bessel's correction over its "
+            "40 values"),
+    ("TF1", "is 1.013x TF1Program's, all of it: sqrt(39/40) inverted, Bessel's correction "
+            "over its 40 values"),
+])
+def test_returns_normalised_by_a_std_with_ddof_1_on_one_side_are_named_bessel(ddof_on, want):
+    # (r - mean) / std with ddof 0 against ddof 1 over n = 40: std_1 = std_0 sqrt(40/39),
+    # so the ddof-1 side's returns are sqrt(39/40) = 0.98742 times the other's
+    r = np.random.default_rng(1).normal(size=40)
+    ddof0, ddof1 = ((r - r.mean()) / r.std(ddof=d) for d in (0, 1))
+    tf1_out, tf2_out = (ddof1, ddof0) if ddof_on == "TF1" else (ddof0, ddof1)
+    [row] = output_rows({"returns": tf1_out}, {"returns": tf2_out}, 1e-5, 1e-6, "",
+                        sides=("TF1Program", "TF2Program"))
+    assert not row.ok and row.note.startswith(f"TF2Program's 'returns' {want}")
+    assert "ddof=1" in row.note
+
+
+def test_a_scale_that_is_no_bessel_correction_stays_the_scale_note():
+    r = np.random.default_rng(1).normal(size=40)
+    [row] = output_rows({"x": r}, {"x": r * 0.9}, 1e-5, 1e-6, "",
+                        sides=("TF1Program", "TF2Program"))
+    assert "0.9x TF1Program's, all of it: an input scaled on one side only" in row.note
+
+
+def test_a_loss_gap_no_hint_explains_prints_the_digits_that_differ_and_where_to_look():
+    # float64: a TF2 loss 1e-9 relative above TF1's, outputs (the logits) equal. Six
+    # significant digits print both the same; the row prints as many as tell them apart.
+    from pgtwin.parity.code_parity import compare_programs
+    from pgtwin.parity.programs import TF2Program
+    from tests import user_programs as up
+    base = up.tf2_program("float64")
+
+    def loss(agent, batch):
+        out = base.loss(agent, batch)
+        return {**out, "loss": out["loss"] * (1 + 1e-9)}
+    program = TF2Program(build=base.build, loss=loss, model="model")
+    report = compare_programs(up.tf1_program("float64"), program, up.make_batch(), steps=0)
+    row = report.first_failure
+    assert row.rung == "loss", report.to_table()
+    a, b = (float(x) for x in re.findall(r"TF1 loss (\S+), TF2 loss (\S+)\. The outputs",
+                                         row.note)[0])
+    assert a != b and abs(b / a - 1) < 1e-8  # the printed digits tell them apart, no more
+    assert "The outputs agree (logits), so the gap is in what each loss computes" in row.note

@@ -33,7 +33,16 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
                        sides=("TF1Program", "TF2Program"))
     rows = with_layer_hints(_with_key_notes(rows, legacy_out, eager_out, eager, ctx), legacy,
                             eager)
-    rows.append(loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx))
+    agreed = sorted(r.item for r in rows if r.ok)
+    loss = loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx)
+    if not loss.ok and rows and len(agreed) == len(rows) and loss.note.startswith("TF1 loss "):
+        loss = Row(loss.rung, loss.item, loss.max_abs, loss.max_rel, False,
+                   f"{loss.note}. The outputs agree ({', '.join(agreed)}), so the gap is in "
+                   "what each loss computes from them and the inputs: name the tensors in "
+                   "between in TF1Program.outputs (returns, advantages, log-probabilities) and "
+                   "return them from the TF2 loss under the same keys to see which parts",
+                   ctx)
+    rows.append(loss)
     return with_randomness(rows, legacy, eager, legacy_out, eager_out)
 
 
@@ -82,5 +91,6 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
             or regularization_hint(legacy, a, b)
             or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a)
             or term_hint(legacy, a, b, max(rtol, 1e-6) * 10))
+    digits = next((n for n in range(6, 18) if f"{a:.{n}g}" != f"{b:.{n}g}"), 17)
     return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
-               hint or f"TF1 loss {a:.6g}, TF2 loss {b:.6g}", ctx)
+               hint or f"TF1 loss {a:.{digits}g}, TF2 loss {b:.{digits}g}", ctx)

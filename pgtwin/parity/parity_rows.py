@@ -70,10 +70,30 @@ def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str])
                 f"{abs(offset):.4g}, all of it: a constant term on one side only{known}")
     # any two single numbers are one factor apart: it tells something from two or more
     factor = common_factor(a, b, 1e-4) if np.size(a) > 1 else None
+    bessel = None if factor is None else _bessel(factor, np.shape(a))
+    if bessel:
+        return (f"{sides[1]}'s {key!r} is {factor:.4g}x {sides[0]}'s, all of it: "
+                f"{bessel}")
     if factor is not None and abs(factor - 1.0) > 1e-4:
         return (f"{sides[1]}'s {key!r} is {factor:.4g}x {sides[0]}'s, all of it: an input "
                 "scaled on one side only (observations divided by 255, a normalisation), or "
                 "a scale in one side's layers")
+    return ""
+
+
+def _bessel(factor: float, shape: tuple[int, ...]) -> str:
+    """Why an output normalised by a standard deviation is ``factor`` times the other's
+    when that is Bessel's correction for one of its sizes n (``sqrt((n - 1) / n)`` or its
+    inverse: one side divides by n - 1); '' otherwise."""
+    sizes = sorted({int(s) for s in (*shape, int(np.prod(shape))) if s > 1})
+    for n in sizes:
+        for ratio, side in ((np.sqrt((n - 1) / n), 1), (np.sqrt(n / (n - 1)), 0)):
+            if abs(factor - ratio) <= 1e-5 * ratio:
+                return (f"sqrt({n - 1}/{n}){'' if side else ' inverted'}, Bessel's correction "
+                        f"over its {n} values: one side divides a standard deviation by "
+                        f"n - 1 = {n - 1} (ddof=1: torch.std, pandas' std, np.std(ddof=1)) "
+                        f"and the other by n (np.std, tf.math.reduce_std, tf.nn.moments): "
+                        "use the same on both")
     return ""
 
 
