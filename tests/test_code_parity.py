@@ -1170,3 +1170,14 @@ def test_inputs_and_feeds_that_differ_say_how_to_make_them_agree():
     assert "inputs without a feed ['extra']" in msg and msg.endswith(
         "give every feed key an input array of that name, and name in TF1Program.feeds the "
         "placeholder each input goes to (or leave that array out of the inputs)"), msg
+
+
+def test_a_dtype_the_tf1_code_does_not_build_in_names_its_class_and_the_fix():
+    # the factory below ignores dtype: PolicyGradient builds in float32
+    with pytest.raises(ValueError) as err:
+        compare_programs(up.tf1_program("float32"), up.tf2_program("float64"), BATCH,
+                         dtype="float64")
+    assert str(err.value).startswith(
+        "the TF1 code built float32 variables, but float64 was asked for: pass the dtype on to "
+        "it.")
+    assert "build PolicyGradient in that dtype there" in str(err.value)

@@ -19,6 +19,8 @@ Inputs are cast to the TF1 placeholders' declared dtypes, and both sides get tho
 """
 from __future__ import annotations
 
+import types
+
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -82,14 +84,28 @@ def compare_programs(
     try:
         built = legacy.dtype()
         if dtype is not None and built != dtype:
-            raise ValueError(f"the TF1 program built {built} variables, but {dtype} was asked "
-                             "for: its factory must take a dtype argument and build in it")
+            raise ValueError(_dtype_fix(legacy.obj, built, dtype))
         fed = {key: legacy.feed[ph] for key, ph in legacy.placeholders.items()}
         eager = TF2Side(tf2, fed)
         return _climb(legacy, eager, fed, steps, name_map, weights, init, optimizer,
                       (rtol, atol), context)
     finally:
         legacy.close()
+
+
+def _dtype_fix(obj: Any, built: str, dtype: str) -> str:
+    """What to change where the TF1 code ``obj`` built ``built`` variables and ``dtype`` was
+    asked for: the dtype reaches the factory that makes the TF1Program (``pgtwin compare``
+    passes it where the factory takes one), and the user's code must get it from there."""
+    if isinstance(obj, (dict, types.ModuleType)):  # TF1Program.from_script
+        return (f"the TF1 script built {built} variables, but {dtype} was asked for: a "
+                "script's dtype is written in its code (its placeholders, variables, and "
+                f"tf.one_hot's dtype, {built} by default), so compare it in {built}, or "
+                f"write {dtype} there in a copy of the script")
+    return (f"the TF1 code built {built} variables, but {dtype} was asked for: pass the dtype "
+            "on to it. pgtwin gives the factory that makes the TF1Program dtype= where it "
+            f"takes one; build {type(obj).__name__} in that dtype there (its placeholders and "
+            f"variables), or compare in {built}, the dtype it builds in")
 
 
 def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps: int,
