@@ -1181,3 +1181,35 @@ def test_a_dtype_the_tf1_code_does_not_build_in_names_its_class_and_the_fix():
         "the TF1 code built float32 variables, but float64 was asked for: pass the dtype on to "
         "it.")
     assert "build PolicyGradient in that dtype there" in str(err.value)
+
+
+def test_tf_keras_legacy_layers_start_from_the_same_weights_in_every_build():
+    # tf.compat.v1.layers.dense under TF_USE_LEGACY_KERAS=1 is tf_keras' legacy dense, whose
+    # default initializer takes its seed from Python's random module, not the graph seed:
+    # two builds drew different kernels. The harness seeds random while the code builds and
+    # gives the caller's random state back.
+    import random
+    from tf_keras.src.legacy_tf_layers.core import dense
+    from pgtwin.parity.tf1_side import TF1Side
+
+    def build():
+        obs = tf1.placeholder(tf.float32, [None, 4], name="obs")
+        return {"obs": obs, "loss": tf.reduce_sum(dense(obs, 3))}
+    program = TF1Program(build=build, feeds={"obs": "obs"}, loss="loss")
+    random.seed(123)
+    before = random.getstate()
+    kernels = []
+    for _ in range(2):
+        random.random()  # the caller's own draws in between
+        side = TF1Side(program, {"obs": np.ones((2, 4))})
+        try:
+            kernels.append(np.concatenate([v.ravel() for v in side.values().values()]))
+        finally:
+            side.close()
+    np.testing.assert_array_equal(kernels[0], kernels[1])
+    random.setstate(before)
+    expected = [random.random() for _ in range(2)]
+    random.setstate(before)
+    random.random()
+    TF1Side(program, {"obs": np.ones((2, 4))}).close()
+    assert random.random() == expected[1]  # the build drew nothing from the caller's stream

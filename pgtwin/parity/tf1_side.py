@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import random
 from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -39,6 +40,22 @@ tf1 = tf.compat.v1
 
 #: The harness graph's seed, before the user's code runs (which may set its own).
 GRAPH_SEED = 0
+
+
+@contextlib.contextmanager
+def python_random_seeded(seed: int) -> Iterator[None]:
+    """Python's ``random`` module seeded with ``seed`` inside, its state restored after.
+
+    The graph seed does not reach every initializer: ``tf_keras``' legacy layers
+    (``tf.compat.v1.layers.dense`` under ``TF_USE_LEGACY_KERAS=1``) draw their default
+    initializer's seed from ``random``, so without this each run of the same comparison
+    started TF1 from other weights (and its hints, which read the values, came and went)."""
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
 
 
 @contextlib.contextmanager
@@ -655,7 +672,8 @@ def build_in_graph(program: TF1Program, what: str) -> tuple[Any, tf.Graph]:
         with graph.as_default(), tf1_variables(program.ref_variables), eager_guard(), \
                 slim_names():
             tf1.set_random_seed(GRAPH_SEED)
-            obj = program.build()
+            with python_random_seeded(GRAPH_SEED):
+                obj = program.build()
     except LegacyCodeError:
         raise
     except Exception as err:  # noqa: BLE001  (the user's code: explained or named, not hidden)
