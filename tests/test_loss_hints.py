@@ -15,9 +15,10 @@ from pgtwin.parity.parity_rows import output_rows
 tf1 = tf.compat.v1
 
 
-def _actor_critic(dtype):
+def _actor_critic(dtype, values=(1.5, 4.0, 0.7)):
     """A TF1 loss pg + 0.5 vf - 0.01 ent over three scalar terms, its Session and feed:
-    pg = 1.5, vf = 4.0, ent = 0.7 (fed), so the loss is 1.5 + 2.0 - 0.007 = 3.493."""
+    pg = 1.5, vf = 4.0, ent = 0.7 (fed), so the loss is 1.5 + 2.0 - 0.007 = 3.493. ``obj``:
+    the script's globals, which hold the value term as ``v_loss``."""
     graph = tf.Graph()
     with graph.as_default():
         tf1.set_random_seed(0)  # op determinism may be on in this process
@@ -25,7 +26,8 @@ def _actor_critic(dtype):
         pg, vf, ent = (tf.identity(x[i], name=n) for i, n in enumerate(("pg", "vf", "ent")))
         loss = pg + 0.5 * vf - 0.01 * ent
     session = tf1.Session(graph=graph)
-    return SimpleNamespace(loss=loss, session=session, feed={x: np.array([1.5, 4.0, 0.7])})
+    return SimpleNamespace(loss=loss, session=session, feed={x: np.array(values)},
+                           obj={"v_loss": vf, "loss": loss})
 
 
 @pytest.fixture(scope="module")
@@ -42,19 +44,35 @@ def test_the_loss_is_read_as_its_terms_with_their_coefficients(actor_critic):
 
 @pytest.mark.parametrize("tf2_loss,want", [
     # the value loss weighted 1.0: 1.5 + 4.0 - 0.007 = 5.493
-    (5.493, "the TF2 loss weights TF1's term vf (4) 1 where TF1 weights it 0.5: counted "
-            "twice, or its coefficient doubled"),
+    (5.493, "the TF2 loss weights TF1's term v_loss (vf) (4) 1 where TF1 weights it 0.5: "
+            "counted twice, or its coefficient doubled"),
     # the entropy bonus left out: 3.5
     (3.5, "the TF2 loss weights TF1's term ent (0.7) 0 where TF1 weights it -0.01: a term "
           "left out of the TF2 loss"),
     # the value loss weighted 0.25: 1.5 + 1.0 - 0.007 = 2.493
-    (2.493, "the TF2 loss weights TF1's term vf (4) 0.25 where TF1 weights it 0.5: a "
-            "coefficient differs"),
+    (2.493, "the TF2 loss weights TF1's term v_loss (vf) (4) 0.25 where TF1 weights it 0.5: "
+            "a coefficient differs"),
     # a gap no one term explains with a round coefficient (3.493 + 0.1234567)
     (3.6164567, ""),
 ])
 def test_a_gap_one_terms_coefficient_explains_is_named(actor_critic, tf2_loss, want):
     assert term_hint(actor_critic, 3.493, tf2_loss, 1e-9) == want
+
+
+def test_a_gap_two_terms_explain_names_both():
+    # pg = 0.014, vf = 4, ent = 1.4: loss 0.014 + 2 - 0.014 = 2.0. A TF2 loss of 1.986
+    # (gap -0.014) is pg left out (1 - 0.014 / 0.014 = 0) or the entropy weighted
+    # -0.02 (-0.01 - 0.014 / 1.4): the loss cannot tell which
+    program = _actor_critic(tf.float64, (0.014, 4.0, 1.4))
+    try:
+        assert term_hint(program, 2.0, 1.986, 1e-9) == (
+            "the gap fits more than one term's coefficient changed, so the loss alone cannot "
+            "tell which (add the terms to both sides' outputs to see): the TF2 loss weights "
+            "TF1's term pg (0.014) 0 where TF1 weights it 1: a term left out of the TF2 loss, "
+            "or TF1's term ent (1.4) -0.02 where TF1 weights it -0.01: counted twice, or its "
+            "coefficient doubled")
+    finally:
+        program.session.close()
 
 
 def test_a_flipped_sign_is_named_in_float32_too():

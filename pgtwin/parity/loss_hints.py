@@ -298,11 +298,28 @@ def term_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float, rtol: float) -> st
         new = _round(c + gap / v, tol, c)
         if new is not None and new != c:
             found.append((c, x, v, new))
-    if len(found) != 1:
+    if not found or len(found) > 3:
         return ""
-    c, x, v, new = found[0]
-    why = (": a term left out of the TF2 loss" if new == 0.0 else
-           ": counted twice, or its coefficient doubled" if new == 2 * c else
-           ": its sign flipped" if new == -c else ": a coefficient differs")
-    return (f"the TF2 loss weights TF1's term {x.op.name} ({v:.6g}) {new:g} where TF1 weights "
-            f"it {c:g}{why}")
+    told = [f"TF1's term {_term_name(tf1, x)} ({v:.6g}) {new:g} where TF1 weights it {c:g}"
+            f"{_why(c, new)}" for c, x, v, new in found]
+    if len(told) == 1:
+        return f"the TF2 loss weights {told[0]}"
+    return ("the gap fits more than one term's coefficient changed, so the loss alone cannot "
+            f"tell which (add the terms to both sides' outputs to see): the TF2 loss weights "
+            f"{', or '.join(told)}")
+
+
+def _why(c: float, new: float) -> str:
+    """What a coefficient ``c`` of TF1's changed to ``new`` on the TF2 side likely is."""
+    return (": a term left out of the TF2 loss" if new == 0.0 else
+            ": counted twice, or its coefficient doubled" if new == 2 * c else
+            ": its sign flipped" if new == -c else ": a coefficient differs")
+
+
+def _term_name(tf1: TF1Side, x: tf.Tensor) -> str:
+    """``x``'s graph name, after the name the user's code holds it under where it holds it
+    (an attribute of the built object, a global of a script): ``v_loss (Mean_1)``."""
+    obj = getattr(tf1, "obj", None)
+    names = obj if isinstance(obj, dict) else getattr(obj, "__dict__", {})
+    held = next((k for k, v in names.items() if v is x and not k.startswith("_")), None)
+    return x.op.name if held is None else f"{held} ({x.op.name})"
