@@ -161,3 +161,18 @@ def test_a_loss_gap_no_hint_explains_prints_the_digits_that_differ_and_where_to_
                                          row.note)[0])
     assert a != b and abs(b / a - 1) < 1e-8  # the printed digits tell them apart, no more
     assert "The outputs agree (logits), so the gap is in what each loss computes" in row.note
+
+
+@pytest.mark.parametrize("factor,want", [
+    # a log-probability averaged over 2 action heads where TF1 sums them: 0.5x
+    (0.5, "is 0.5x TF1Program's, all of it (1/2): a mean over 2 values where TF1Program "
+          "sums them"),
+    # TF1 averages over 3 dimensions, the port sums: 3x
+    (3.0, "is 3x TF1Program's, all of it (3): a mean over 3 values where TF2Program sums "
+          "them"),
+])
+def test_an_output_a_whole_count_apart_is_told_as_a_mean_against_a_sum(factor, want):
+    logp = np.random.default_rng(2).normal(size=16)
+    [row] = output_rows({"logp": logp}, {"logp": logp * factor}, 1e-5, 1e-6, "",
+                        sides=("TF1Program", "TF2Program"))
+    assert row.note.startswith(f"TF2Program's 'logp' {want}")

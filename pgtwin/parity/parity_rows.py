@@ -74,11 +74,35 @@ def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str])
     if bessel:
         return (f"{sides[1]}'s {key!r} is {factor:.4g}x {sides[0]}'s, all of it: "
                 f"{bessel}")
+    count = None if factor is None else _count_factor(factor)
+    if count:
+        k, mean_side = count
+        return (f"{sides[1]}'s {key!r} is {factor:.4g}x {sides[0]}'s, all of it "
+                f"({'1/' if mean_side == 1 else ''}{k}): a mean over {k} values where "
+                f"{sides[1 - mean_side]} sums them (a log-probability over {k} action heads "
+                f"or action dimensions, {k} terms), or an input or layer scaled by "
+                f"{'1/' if mean_side == 1 else ''}{k} on one side only")
     if factor is not None and abs(factor - 1.0) > 1e-4:
         return (f"{sides[1]}'s {key!r} is {factor:.4g}x {sides[0]}'s, all of it: an input "
                 "scaled on one side only (observations divided by 255, a normalisation), or "
                 "a scale in one side's layers")
     return ""
+
+
+MAX_COUNT = 64
+"""The largest k for which a factor k or 1/k between two outputs is told as a mean where the
+other side sums (action heads, action dimensions, loss terms)."""
+
+
+def _count_factor(factor: float) -> tuple[int, int] | None:
+    """``(k, side that takes the mean)`` where ``factor`` (TF2's over TF1's) is ``1/k``
+    (side 1, TF2, takes the mean) or ``k`` (side 0), for an integer ``2 <= k <=``
+    :data:`MAX_COUNT`; else None."""
+    for value, side in ((1.0 / factor, 1), (factor, 0)):
+        k = round(value)
+        if 2 <= k <= MAX_COUNT and abs(value - k) <= 1e-4 * k:
+            return k, side
+    return None
 
 
 def _bessel(factor: float, shape: tuple[int, ...]) -> str:
