@@ -114,3 +114,20 @@ def test_a_setup_error_under_json_is_json_too(capsys, batch_file):
     report = json.loads(out)
     assert code == 2 and report["exit"] == 2 and not report["ok"]
     assert "has no attribute 'nothing'" in report["error"] and report["error"] in err
+
+
+def test_under_tf_use_legacy_keras_the_result_says_tf_keras_ran_for_tf_keras(
+        capsys, batch_file, monkeypatch):
+    # A port written with tf.keras passed as tf_keras' under --legacy-keras, and nothing
+    # said so: its converted checkpoint then failed to restore into Keras 3's optimizer.
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
+    code, out, _ = run(capsys, "--tf1", f"{PROGRAMS}:tf1_program", "--tf2",
+                       f"{PROGRAMS}:tf2_program", "--inputs", batch_file, "--steps", "1")
+    assert code == 0, out
+    assert out.strip().splitlines()[-1].startswith(
+        "note: TF_USE_LEGACY_KERAS=1 (--legacy-keras) makes tf.keras tf_keras for the whole "
+        "process, your TF2 code included")
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS")
+    _, out, _ = run(capsys, "--tf1", f"{PROGRAMS}:tf1_program", "--tf2",
+                    f"{PROGRAMS}:tf2_program", "--inputs", batch_file, "--steps", "1")
+    assert "TF_USE_LEGACY_KERAS" not in out

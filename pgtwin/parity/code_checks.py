@@ -71,8 +71,9 @@ def _refusal(name: str, where: str) -> EagerSwitchedOffError:
         f"{where} calls tf.compat.v1.{name}(): that switches eager execution off for the "
         "whole process, and the TF2 side of the comparison needs it on. pgtwin builds your "
         "TF1 code in a tf.Graph of its own, where placeholders, tf.gradients and Sessions "
-        f"work without that call: delete the line (or put it under `if __name__ == "
-        f"\"__main__\":` so it only runs when your script is the program).")
+        f"work without that call: delete the line (or, where your script needs it when it "
+        f"runs as the program, put it in an `if __name__ == \"__main__\":` block at the top "
+        f"of the file, before anything builds an op).")
 
 
 @contextlib.contextmanager
@@ -112,7 +113,8 @@ def require_eager(what: str) -> None:
             "tf.compat.v1.disable_v2_behavior() or disable_eager_execution(), which switches "
             "it off for the whole process, and the TF2 side of the comparison needs it on. "
             "pgtwin builds your TF1 code in a tf.Graph of its own, so delete that call (or "
-            "put it under `if __name__ == \"__main__\":`).")
+            "put it in an `if __name__ == \"__main__\":` block at the top of its file, before "
+            "anything builds an op).")
 
 
 _RNN_CELLS = frozenset({"RNNCell", "BasicRNNCell", "BasicLSTMCell", "LSTMCell", "GRUCell",
