@@ -2,6 +2,7 @@
 (pgtwin.parity.loss_hints, pgtwin.parity.parity_rows), against gaps made by hand."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from types import SimpleNamespace
 
@@ -176,3 +177,29 @@ def test_an_output_a_whole_count_apart_is_told_as_a_mean_against_a_sum(factor, w
     [row] = output_rows({"logp": logp}, {"logp": logp * factor}, 1e-5, 1e-6, "",
                         sides=("TF1Program", "TF2Program"))
     assert row.note.startswith(f"TF2Program's 'logp' {want}")
+
+
+def test_an_output_that_parts_past_agreeing_ones_says_where_and_the_summary_borrows_no_values():
+    from pgtwin.parity.code_parity import compare_programs
+    from pgtwin.parity.ladder import ParityReport, Row
+    from pgtwin.parity.programs import TF2Program
+    from tests import user_programs as up
+    # TF1 names its loss as an output too; the port returns it 1.37x (a scalar: no factor
+    # can be read from one number), its logits equal
+    base = up.tf2_program()
+
+    def loss(agent, batch):
+        out = base.loss(agent, batch)
+        return {**out, "pi_loss": out["loss"] * 1.37}
+    tf1_program = dataclasses.replace(up.tf1_program(),
+                                      outputs={"logits": "logits", "pi_loss": "loss"})
+    report = compare_programs(tf1_program, TF2Program(build=base.build, loss=loss,
+                                                      model="model"), up.make_batch(), steps=0)
+    row = report.first_failure
+    assert (row.rung, row.item) == ("outputs", "pi_loss"), report.to_table()
+    assert row.note.startswith("'pi_loss' parts where 'logits' agree: the code that computes "
+                               "'pi_loss' from those and the inputs differs")
+    # a failing row without a note borrows no later row's bare loss values
+    bare = ParityReport(rows=[Row("outputs", "x", 1.0, 1.0, False, ""),
+                              Row("loss", "loss", 1.0, 1.0, False, "TF1 loss 1, TF2 loss 2")])
+    assert "says" not in bare.summary() and "TF1 loss" not in bare.summary()

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from pgtwin.parity.ladder import Row, compare_arrays
+from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, Row, compare_arrays
 from pgtwin.parity.loss_hints import (minimised_hint, ratio_hint, regularization_hint,
                                       softmax_hint, term_hint)
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
@@ -34,8 +34,10 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
     rows = with_layer_hints(_with_key_notes(rows, legacy_out, eager_out, eager, ctx), legacy,
                             eager)
     agreed = sorted(r.item for r in rows if r.ok)
+    rows = [_parts_past(r, agreed) if not r.ok and not r.note and agreed else r for r in rows]
     loss = loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx)
-    if not loss.ok and rows and len(agreed) == len(rows) and loss.note.startswith("TF1 loss "):
+    if not loss.ok and rows and len(agreed) == len(rows) and \
+            loss.note.startswith(LOSS_VALUES_PREFIX):
         loss = Row(loss.rung, loss.item, loss.max_abs, loss.max_rel, False,
                    f"{loss.note}. The outputs agree ({', '.join(agreed)}), so the gap is in "
                    "what each loss computes from them and the inputs: name the tensors in "
@@ -93,4 +95,13 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
             or term_hint(legacy, a, b, max(rtol, 1e-6) * 10))
     digits = next((n for n in range(6, 18) if f"{a:.{n}g}" != f"{b:.{n}g}"), 17)
     return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
-               hint or f"TF1 loss {a:.{digits}g}, TF2 loss {b:.{digits}g}", ctx)
+               hint or f"{LOSS_VALUES_PREFIX}{a:.{digits}g}, TF2 loss {b:.{digits}g}", ctx)
+
+
+def _parts_past(row: Row, agreed: list[str]) -> Row:
+    """An output row that parts with no cause of its own, told where it parts: past the
+    outputs that agree (a surrogate loss whose log-probabilities and values agree)."""
+    return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
+               f"{row.item!r} parts where {', '.join(repr(a) for a in agreed)} agree: the "
+               f"code that computes {row.item!r} from those and the inputs differs (name its "
+               "intermediate tensors as outputs on both sides to narrow it down)", row.context)

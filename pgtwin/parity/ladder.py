@@ -37,6 +37,10 @@ FOLLOWS_PREFIX = "follows from"
 """How a row's note starts where it parts as a consequence of an earlier rung's parting
 (``weights_rung.FOLLOWS_EARLIER``): no cause for the summary to borrow."""
 
+LOSS_VALUES_PREFIX = "TF1 loss "
+"""The start of a loss row's note that gives the two values and no cause: the summary does
+not borrow it for a failing row without a note of its own."""
+
 
 @dataclass
 class ParityReport:
@@ -90,7 +94,8 @@ class ParityReport:
         # says it follows from an earlier rung
         told = bad.note or next((f"{r.rung} '{r.item}' says: {r.note}" for r in self.rows
                                  if not r.ok and r.note
-                                 and not r.note.startswith(FOLLOWS_PREFIX)), "")
+                                 and not r.note.startswith((FOLLOWS_PREFIX,
+                                                            LOSS_VALUES_PREFIX))), "")
         return (f"parity FAILED at rung '{bad.rung}', item '{bad.item}'{where}: "
                 f"max abs {bad.max_abs:.3g}, max rel {bad.max_rel:.3g}"
                 + (f" ({told})" if told else ""))
