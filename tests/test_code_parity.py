@@ -655,6 +655,13 @@ def test_a_ref_that_names_nothing_lists_the_attributes():
         compare_programs(program, up.tf2_program(), BATCH)
 
 
+def test_a_ref_with_a_near_miss_is_offered_the_attribute_it_likely_means():
+    program = TF1Program(build=up.PolicyGradient, feeds={"obs": "obs_pH"}, loss="loss")
+    with pytest.raises(LookupError, match=r"has no such attribute or key, and its graph no "
+                                          r"such tensor or op: did you mean 'obs_ph'\?"):
+        compare_programs(program, up.tf2_program(), BATCH)
+
+
 def test_only_one_side_with_a_train_step_is_a_clear_failure():
     program = TF1Program(build=up.PolicyGradient, loss="loss",
                          feeds={"obs": "obs_ph", "actions": "act_ph", "returns": "ret_ph"})
@@ -1167,7 +1174,10 @@ def test_inputs_and_feeds_that_differ_say_how_to_make_them_agree():
         compare_programs(up.tf1_program(), up.tf2_program(), {**BATCH, "extra": BATCH["obs"]},
                          steps=0)
     msg = str(err.value)
-    assert "inputs without a feed ['extra']" in msg and msg.endswith(
+    # only the side that has keys left over is listed: no "feeds without an input []"
+    assert msg.startswith("TF1Program: the inputs and the feeds differ: inputs without a "
+                          "feed ['extra'] (feeds: "), msg
+    assert "[]" not in msg and msg.endswith(
         "give every feed key an input array of that name, and name in TF1Program.feeds the "
         "placeholder each input goes to (or leave that array out of the inputs)"), msg
 

@@ -20,6 +20,7 @@ A *reference* (:data:`Ref`) to something the built TF1 object holds is one of:
 """
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
 import runpy
@@ -134,9 +135,11 @@ def resolve(obj: Any, ref: Ref, what: str, graph: Any = None) -> Any:
                 continue
     attrs = sorted(obj) if isinstance(obj, Mapping) else sorted(
         a for a in vars(obj) if not a.startswith("__")) if hasattr(obj, "__dict__") else []
+    near = difflib.get_close_matches(ref, attrs, n=1, cutoff=0.6)
     raise LookupError(f"{what}={ref!r}: the built object ({type(obj).__name__}) has no such "
                       f"attribute or key" + (", and its graph no such tensor or op"
                                              if graph is not None else "")
+                      + (f": did you mean {near[0]!r}?" if near else "")
                       + f" (attributes: {attrs[:30]})")
 
 

@@ -330,11 +330,14 @@ class TF1Side:
         missing = sorted(set(self.placeholders) - set(inputs))
         extra = sorted(set(inputs) - set(self.placeholders))
         if missing or extra:
-            raise ValueError(f"{what}: the inputs and the feeds differ: feeds without an "
-                             f"input {missing}, inputs without a feed {extra} (feeds: "
-                             f"{sorted(self.placeholders)}): give every feed key an input "
-                             f"array of that name, and name in {what}.feeds the placeholder "
-                             "each input goes to (or leave that array out of the inputs)")
+            differ = [f"{label} {keys}" for label, keys in (("feeds without an input", missing),
+                                                            ("inputs without a feed", extra))
+                      if keys]
+            raise ValueError(f"{what}: the inputs and the feeds differ: {', '.join(differ)} "
+                             f"(feeds: {sorted(self.placeholders)}): give every feed key an "
+                             f"input array of that name, and name in {what}.feeds the "
+                             "placeholder each input goes to (or leave that array out of the "
+                             "inputs)")
         fed = {p.op for p in self.placeholders.values()}
         # A fed tensor's value replaces its op's, so what that op reads is not needed.
         replaced = lambda op: op in fed and len(op.outputs) == 1  # noqa: E731
