@@ -203,3 +203,13 @@ def test_an_output_that_parts_past_agreeing_ones_says_where_and_the_summary_borr
     bare = ParityReport(rows=[Row("outputs", "x", 1.0, 1.0, False, ""),
                               Row("loss", "loss", 1.0, 1.0, False, "TF1 loss 1, TF2 loss 2")])
     assert "says" not in bare.summary() and "TF1 loss" not in bare.summary()
+
+
+def test_gradients_that_part_after_the_forward_pass_parted_say_they_follow_from_it():
+    from pgtwin.parity.parity_rows import DETACHED, gradient_rows
+    g = {"w": np.ones(3)}
+    [after_forward] = gradient_rows(g, {"w": 2 * np.ones(3)}, 1e-6, 1e-8, "", forward_ok=False)
+    assert not after_forward.ok and after_forward.note.startswith(
+        "follows from the outputs or loss that parted above")
+    [detached] = gradient_rows(g, {"w": 2 * np.ones(3)}, 1e-6, 1e-8, "", forward_ok=True)
+    assert detached.note == DETACHED

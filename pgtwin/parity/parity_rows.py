@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from pgtwin_core.errors import DisconnectedGradientError
-from pgtwin.parity.ladder import Row, common_factor, compare_arrays
+from pgtwin.parity.ladder import FOLLOWS_PREFIX, Row, common_factor, compare_arrays
 
 #: Default ``(rtol, atol)`` by the variables' dtype and rung (``None``: every other rung).
 #: float32: graph and eager run the same kernels, but Grappler may fuse ops and change the
@@ -157,6 +157,10 @@ DETACHED = ("the outputs and the loss agree and their gradients part: the two lo
             "numpy, a custom gradient) or attached where the other side detaches it")
 """The note of gradient rows that part where every output and the loss agreed."""
 
+FOLLOWS_FORWARD = (f"{FOLLOWS_PREFIX} the outputs or loss that parted above: the loss's "
+                   "gradient parts with them, so fix those first")
+"""The note of gradient rows that part after an output or the loss parted."""
+
 
 def gradient_rows(a: Mapping[str, np.ndarray | None], b: Mapping[str, np.ndarray | None],
                   rtol: float, atol: float, ctx: str, forward_ok: bool = False) -> list[Row]:
@@ -188,8 +192,9 @@ def gradient_rows(a: Mapping[str, np.ndarray | None], b: Mapping[str, np.ndarray
                             "no gradient on either side (not in the loss)", ctx))
         else:
             row = compare_arrays("gradients", name, a[name], b[name], rtol, atol, ctx)
-            if forward_ok and not row.ok and not row.note:
-                row = Row(row.rung, row.item, row.max_abs, row.max_rel, False, DETACHED, ctx)
+            if not row.ok and not row.note:
+                row = Row(row.rung, row.item, row.max_abs, row.max_rel, False,
+                          DETACHED if forward_ok else FOLLOWS_FORWARD, ctx)
             rows.append(row)
     order = list(a)
     return sorted(rows, key=lambda r: order.index(r.item))
