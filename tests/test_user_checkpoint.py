@@ -736,3 +736,36 @@ def test_rmsprop_state_converts_and_the_next_step_is_tf1s_own_train_op_step(tmp_
     # the quarter of a step the fresh state parted by
     for name, want, got in zip(names, expected, variables):
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-10, atol=1e-10, err_msg=name)
+
+
+@pytest.mark.parametrize("kind,clip", [
+    ("rmsprop", {"global_clipnorm": 0.05}),
+    ("adam", {"clipvalue": 0.01}),
+    ("momentum", {"clipnorm": 0.02}),
+])
+def test_the_state_check_steps_both_rules_on_gradients_no_clipping_changes(tmp_path, kind, clip):
+    # The check steps the restored Keras optimizer and TF1's rule (without TF1's graph, so
+    # without its clipping ops) on the same random gradients, 0.1 N(0, 1) over 32 weights
+    # (global norm about 0.57, largest entry about 0.25). A Keras optimizer that clips below
+    # that clipped the check's gradients and not the oracle's, and a port that clips as TF1
+    # does was refused (a helper's A2C: RMSprop with global_clipnorm=0.5). The gradients are
+    # now scaled under every threshold, and the conversion is checked and written.
+    batch = make_batch()
+    tf1_rules = {"rmsprop": lambda lr: tf1.train.RMSPropOptimizer(lr, 0.9, 0.0, 1e-6),
+                 "adam": tf1.train.AdamOptimizer,
+                 "momentum": lambda lr: tf1.train.MomentumOptimizer(lr, 0.9)}
+    keras_rules = {"rmsprop": lambda: keras.optimizers.RMSprop(0.01, 0.9, 0.0, 1e-6, **clip),
+                   "adam": lambda: keras.optimizers.Adam(0.01, epsilon=1e-8, **clip),
+                   "momentum": lambda: keras.optimizers.SGD(0.01, momentum=0.9, **clip)}
+    _, _, src = trained_tf1(tmp_path, batch, dtype=tf.float64, steps=3,
+                            optimizer=tf1_rules[kind])
+    result = convert_user_checkpoint(
+        src, str(tmp_path / "tf2" / "ckpt"),
+        tf1_program(dtype="float64", optimizer=tf1_rules[kind]),
+        tf2_program(dtype="float64", make_optimizer=keras_rules[kind]), batch)
+    assert result.optimizer_state == kind, result.notes
+    steps = [r for r in result.report.rows if r.context.endswith(" step")]
+    assert len(steps) == 4 and all(r.ok for r in steps), result.report.to_table()
+    # TF1's graph clips nothing: the Keras clipping is told as a warning
+    [warned] = [r for r in result.report.rows if r.item == f"optimizer.{next(iter(clip))}"]
+    assert warned.note.startswith("WARNING"), warned.note
