@@ -906,8 +906,35 @@ def test_one_optimizer_applied_once_per_layer_is_named_by_its_iterations():
     report = compare_programs(up.tf1_program(), program, BATCH, steps=1)
     bad = report.first_failure
     assert bad.rung == "weights", report.to_table()
-    assert bad.note.startswith("Adam counted 2 iterations in one train step: apply_gradients "
-                               "ran once per part of the model"), bad.note
+    assert bad.note.startswith("Adam counted 2 iterations in one train step, where TF1's "
+                               "train_op takes one"), bad.note
+    assert "apply_gradients once per part of the model" in bad.note
+
+
+def test_a_fit_step_over_default_batches_leads_with_its_optimizer_steps():
+    # model.fit with Keras' default batch_size 32 on a batch of 100 rows takes
+    # ceil(100 / 32) = 4 optimizer steps a train step. The first failure (the train step's
+    # gradient, read from Adam's m) named another loss or clipped gradients; Adam's m holds
+    # four steps' gradients there, and the count is the cause.
+    class FitAgent(up.KerasAgent):
+        def train_step(self, obs, actions, returns):
+            if not getattr(self.model, "compiled", False):
+                def loss(y, logits):
+                    return tf.nn.sparse_softmax_cross_entropy_with_logits(
+                        labels=tf.cast(tf.reshape(y, [-1]), tf.int32), logits=logits)
+                self.model.compile(optimizer=self.optimizer, loss=loss)
+                self.model.compiled = True
+            self.model.fit(np.asarray(obs), np.asarray(actions), verbose=0, shuffle=False,
+                           sample_weight=np.asarray(returns))
+
+    batch = up.make_batch(n=100)
+    program = dataclasses.replace(up.tf2_program(), build=FitAgent)
+    report = compare_programs(up.tf1_program(), program, batch, steps=1)
+    bad = report.first_failure
+    assert bad.rung == "weights", report.to_table()
+    assert bad.note.startswith("Adam counted 4 iterations in one train step, where TF1's "
+                               "train_op takes one"), bad.note
+    assert "give model.fit batch_size=len(batch) and epochs=1" in bad.note
 
 
 def test_an_sgd_step_twice_as_long_is_named_as_a_scaled_loss_or_rate():

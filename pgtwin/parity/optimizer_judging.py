@@ -67,10 +67,13 @@ def iterations_note(optimizer: Any, counted: Mapping[int, int]) -> str:
     taken = iterations(optimizer) - counted.get(id(optimizer), 0)
     if taken <= 1:
         return ""
-    return (f"{type(optimizer).__name__} counted {taken} iterations in one train step: "
-            "apply_gradients ran once per part of the model, so the step count (Adam's bias "
-            "correction, a schedule) runs ahead of TF1's, which counts one per train_op: "
-            "apply all the gradients in one call, or give each part its own optimizer")
+    return (f"{type(optimizer).__name__} counted {taken} iterations in one train step, "
+            "where TF1's train_op takes one: the TF2 step applied gradients "
+            f"{taken} times (model.fit over batches of its batch_size, 32 by default, or "
+            "with epochs > 1; apply_gradients once per part of the model), so its weights, "
+            "moments and step count (Adam's bias correction, a schedule) run ahead of TF1's: "
+            "give model.fit batch_size=len(batch) and epochs=1, apply all the gradients in "
+            "one call, or give each part its own optimizer")
 
 
 def remade_note(made: list[Any], step: int) -> str:

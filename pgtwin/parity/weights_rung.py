@@ -99,8 +99,11 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
         if failure is not None:
             return rows + [failure]
         after1, after2 = _all_values(legacy), _all_values(eager)
-        for j in judged:  # apply_gradients called more than once a step
-            j.said_first(iterations_note(j.group.keras, counted))
+        many = ""  # apply_gradients called more than once a step
+        for j in judged:
+            note = iterations_note(j.group.keras, counted)
+            j.said_first(note)
+            many = many or note
         by_name = {n: j for j in judged for n in j.group.tf1_names}
         gradient_rows = [] if moments is None else [
             r for j in judged if j.group.tf1_kind == j.group.keras_kind == "adam"
@@ -114,6 +117,9 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                                                 FOLLOWS_EARLIER, r.context)
                              for r in gradient_rows]
         gradient_rows = _noted(gradient_rows, random)
+        if many:  # Adam's m then holds several steps' gradients: no one gradient to read
+            gradient_rows = [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
+                                                many, r.context) for r in gradient_rows]
         scaled = "" if gradient_rows else _scaled_step_note(
             [(a, b) for a, b in pairs if not by_name[a].step_cause],
             before1, after1, before2, after2)
