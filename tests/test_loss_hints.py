@@ -213,3 +213,24 @@ def test_gradients_that_part_after_the_forward_pass_parted_say_they_follow_from_
         "follows from the outputs or loss that parted above")
     [detached] = gradient_rows(g, {"w": 2 * np.ones(3)}, 1e-6, 1e-8, "", forward_ok=True)
     assert detached.note == DETACHED
+
+
+def test_a_tf2_loss_computed_in_float32_in_a_float64_comparison_is_named_with_floatx():
+    # A float64 port whose loss comes back float32 (a compiled Keras loss under floatx
+    # float32): its rounding (about 6e-8 relative) parts from TF1's float64 loss.
+    from pgtwin.parity.code_parity import compare_programs
+    from pgtwin.parity.programs import TF2Program
+    from tests import user_programs as up
+    base = up.tf2_program("float64")
+
+    def loss(agent, batch):
+        out = base.loss(agent, batch)
+        return {**out, "loss": tf.cast(out["loss"], tf.float32)}
+    report = compare_programs(up.tf1_program("float64"),
+                              TF2Program(build=base.build, loss=loss, model="model"),
+                              up.make_batch(), steps=0)
+    row = report.first_failure
+    assert row.rung == "loss", report.to_table()
+    assert row.note.startswith("the TF2 loss is float32 where TF1's is float64: it was computed "
+                               "in float32")
+    assert "keras.config.set_floatx('float64')" in row.note

@@ -85,10 +85,11 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
     row = compare_arrays("loss", "loss", a, b, rtol, atol, ctx)
     if row.ok or np.shape(a) != () or np.shape(b) != ():
         return row
+    precision = _precision_hint(np.asarray(a).dtype, np.asarray(b).dtype)
     a, b = float(a), float(b)
     sizes = [s for x in fed.values() for s in np.shape(x)[:2]]
     sizes += [int(np.prod(np.shape(x)[:2])) for x in fed.values() if np.ndim(x) >= 2]
-    hint = (minimised_hint(legacy, b, max(rtol, 1e-6) * 10)
+    hint = (precision or minimised_hint(legacy, b, max(rtol, 1e-6) * 10)
             or ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10)
             or regularization_hint(legacy, a, b)
             or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a)
@@ -96,6 +97,19 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
     digits = next((n for n in range(6, 18) if f"{a:.{n}g}" != f"{b:.{n}g}"), 17)
     return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
                hint or f"{LOSS_VALUES_PREFIX}{a:.{digits}g}, TF2 loss {b:.{digits}g}", ctx)
+
+
+def _precision_hint(tf1_dtype: np.dtype, tf2_dtype: np.dtype) -> str:
+    """Where the TF2 loss comes back in a narrower float than TF1's: it was computed there
+    (a Keras loss under ``floatx`` float32 in a float64 comparison: a fit port's loss parted
+    by 1e-7 relative, and the note pointed at the loss's code); '' otherwise."""
+    if tf1_dtype.kind != "f" or tf2_dtype.kind != "f" or tf2_dtype.itemsize >= tf1_dtype.itemsize:
+        return ""
+    return (f"the TF2 loss is {tf2_dtype.name} where TF1's is {tf1_dtype.name}: it was computed "
+            f"in {tf2_dtype.name} (Keras computes a compiled or built-in loss in "
+            f"keras.config.floatx(), float32 unless set, whatever its inputs' dtype): call "
+            f"keras.config.set_floatx({tf1_dtype.name!r}) before the model is built, or "
+            "compute the loss from the model's outputs yourself")
 
 
 def _parts_past(row: Row, agreed: list[str]) -> Row:
