@@ -1197,16 +1197,35 @@ def test_a_feed_naming_a_method_says_so_and_lists_the_objects_tensors():
 
 
 def test_inputs_and_feeds_that_differ_say_how_to_make_them_agree():
+    # 'returns' misnamed 'ret' in the inputs: a feed without its input
+    batch = {"obs": BATCH["obs"], "actions": BATCH["actions"], "ret": BATCH["returns"]}
     with pytest.raises(ValueError) as err:
-        compare_programs(up.tf1_program(), up.tf2_program(), {**BATCH, "extra": BATCH["obs"]},
-                         steps=0)
+        compare_programs(up.tf1_program(), up.tf2_program(), batch, steps=0)
     msg = str(err.value)
-    # only the side that has keys left over is listed: no "feeds without an input []"
-    assert msg.startswith("TF1Program: the inputs and the feeds differ: inputs without a "
-                          "feed ['extra'] (feeds: "), msg
-    assert "[]" not in msg and msg.endswith(
+    assert msg.startswith("TF1Program: the inputs and the feeds differ: feeds without an input "
+                          "['returns'], inputs without a feed ['ret'] (feeds: "), msg
+    assert msg.endswith(
         "give every feed key an input array of that name, and name in TF1Program.feeds the "
-        "placeholder each input goes to (or leave that array out of the inputs)"), msg
+        "placeholder each input goes to (an input no feed names goes to the TF2 side only)")
+    with pytest.raises(ValueError) as err:  # only the side with keys left over is listed
+        compare_programs(up.tf1_program(), up.tf2_program(), {"obs": BATCH["obs"]}, steps=0)
+    assert "feeds without an input ['actions', 'returns'] (feeds:" in str(err.value)
+
+
+def test_an_input_no_feed_names_goes_to_the_tf2_side_and_is_listed():
+    # TF1's loop fed returns it discounted in numpy; the port discounts raw rewards itself,
+    # so the batch holds both and only the TF2 side reads 'rewards'
+    base = up.tf2_program()
+
+    def loss(agent, batch):
+        assert "rewards" in batch  # given to the TF2 side
+        return base.loss(agent, batch)
+    program = dataclasses.replace(base, loss=loss)
+    report = compare_programs(up.tf1_program(), program,
+                              {**BATCH, "rewards": np.ones(len(BATCH["obs"]))}, steps=1)
+    assert report.ok, report.to_table()
+    [row] = [r for r in report.rows if r.item == "input 'rewards'"]
+    assert row.note.startswith("given to the TF2 side only")
 
 
 def test_a_dtype_the_tf1_code_does_not_build_in_names_its_class_and_the_fix():

@@ -189,7 +189,7 @@ def convert_user_checkpoint(
             tf1_infos = [i for i in legacy.infos() if not _dropped(i.name, drop)]
             tf1_state = [i for i in legacy.state_infos() if not _dropped(i.name, drop)]
             oracle = {**legacy.values(), **legacy.state_values()}
-            fed = {key: legacy.feed[ph] for key, ph in legacy.placeholders.items()}
+            fed = legacy.tf2_inputs()
         else:
             tf1_infos, tf1_state = _checkpoint_infos(values, drop), []
             oracle = {i.name: values[i.name] for i in tf1_infos}

@@ -85,12 +85,18 @@ def compare_programs(
         built = legacy.dtype()
         if dtype is not None and built != dtype:
             raise ValueError(_dtype_fix(legacy.obj, built, dtype))
-        fed = {key: legacy.feed[ph] for key, ph in legacy.placeholders.items()}
+        fed = legacy.tf2_inputs()
         eager = TF2Side(tf2, fed)
         return _climb(legacy, eager, fed, steps, name_map, weights, init, optimizer,
                       (rtol, atol), context)
     finally:
         legacy.close()
+
+
+TF2_ONLY_INPUT = ("given to the TF2 side only: TF1Program.feeds names no placeholder for it, "
+                  "so what TF1's code computed from it before feed_dict (returns made in "
+                  "numpy) is whatever the inputs hold for that, and is compared as such")
+"""The row of an input only the TF2 side takes."""
 
 
 def _dtype_fix(obj: Any, built: str, dtype: str) -> str:
@@ -134,6 +140,8 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
                                  "target network):\n") + \
             state.to_table()
     report.rows.extend(_variable_rows(legacy, eager, mapping, ctx))
+    report.rows.extend(Row("outputs", f"input {key!r}", 0.0, 0.0, True, TF2_ONLY_INPUT, ctx)
+                       for key in legacy.tf2_only)
     report.rows.extend(_state_rows(state, legacy, ctx))
     report.rows.extend(Row("variables", f"TF1 {n}", 0.0, 0.0, True, FROZEN_IN_EFFECT, ctx)
                        for n in frozen)

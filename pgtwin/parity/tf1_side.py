@@ -329,15 +329,18 @@ class TF1Side:
         """``{placeholder: cast array}``, after checking inputs, feeds and the loss agree."""
         missing = sorted(set(self.placeholders) - set(inputs))
         extra = sorted(set(inputs) - set(self.placeholders))
-        if missing or extra:
+        # Inputs no feed names go to the TF2 side only, where each feed has its input: the
+        # raw rewards a port discounts itself, where TF1's loop fed returns made in numpy.
+        self.tf2_only = {} if missing else {k: inputs[k] for k in extra}
+        if missing:
             differ = [f"{label} {keys}" for label, keys in (("feeds without an input", missing),
                                                             ("inputs without a feed", extra))
                       if keys]
             raise ValueError(f"{what}: the inputs and the feeds differ: {', '.join(differ)} "
                              f"(feeds: {sorted(self.placeholders)}): give every feed key an "
                              f"input array of that name, and name in {what}.feeds the "
-                             "placeholder each input goes to (or leave that array out of the "
-                             "inputs)")
+                             "placeholder each input goes to (an input no feed names goes to "
+                             "the TF2 side only)")
         fed = {p.op for p in self.placeholders.values()}
         # A fed tensor's value replaces its op's, so what that op reads is not needed.
         replaced = lambda op: op in fed and len(op.outputs) == 1  # noqa: E731
@@ -534,6 +537,12 @@ class TF1Side:
         ``train_op`` steps with Adam (``optimizer_config.tf1_adam_moments``); else empty."""
         slots = tf1_adam_moments(self.train_op, self.graph, self.variables)
         return dict(zip(slots, self.session.run(list(slots.values())))) if slots else {}
+
+    def tf2_inputs(self) -> dict[str, Any]:
+        """The inputs as the TF2 side takes them: each feed's as cast for its placeholder,
+        and those no feed names (:attr:`tf2_only`) as given."""
+        return {**self.tf2_only,
+                **{key: self.feed[ph] for key, ph in self.placeholders.items()}}
 
     def load_state(self, values: Mapping[str, np.ndarray]) -> None:
         """Assign every state variable its value in ``values``."""
