@@ -29,16 +29,3 @@ def apply_legacy_keras(args: argparse.Namespace, parser: argparse.ArgumentParser
                      "TF_USE_LEGACY_KERAS=1 in the environment instead")
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-
-def legacy_keras_note() -> str:
-    """What a result obtained with ``TF_USE_LEGACY_KERAS=1`` holds for the user's TF2 code:
-    ``tf.keras`` was ``tf_keras`` there too, silently (a port that writes
-    ``tf.keras.optimizers.Adam`` passed as tf_keras' Adam, and its converted checkpoint then
-    failed to restore into Keras 3's); '' without the variable."""
-    if os.environ.get("TF_USE_LEGACY_KERAS") != "1":
-        return ""
-    return ("note: TF_USE_LEGACY_KERAS=1 (--legacy-keras) makes tf.keras tf_keras for the "
-            "whole process, your TF2 code included: where it writes tf.keras (layers, "
-            "optimizers), what ran and passed is tf_keras', and it runs the same only with "
-            "the variable set before TensorFlow is imported. Code that imports keras ran "
-            "Keras 3 as written: write the port with import keras to check it as Keras 3 code")

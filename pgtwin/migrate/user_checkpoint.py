@@ -66,7 +66,7 @@ from pgtwin.parity.model_state import VARIABLE_OPS, split_name_map
 from pgtwin.parity.optimizer_config import (keras_optimizer, optimizer_rows, tf1_clipping,
                                             tf1_rate_reads)
 from pgtwin.parity.forward_rows import forward_rows
-from pgtwin.parity.parity_rows import tolerances
+from pgtwin.parity.parity_rows import tf_keras_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
 from pgtwin.migrate.tf1_checkpoint import (
@@ -679,6 +679,7 @@ def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2
     report = ParityReport()
     tol = tolerances(dtype)
     fresh = TF2Side(program, fed)
+    report.rows.extend(tf_keras_rows(fresh.tf_keras_objects(), dtype))
     if fresh.model is written.model or (fresh.optimizer is not None
                                         and fresh.optimizer is written.optimizer):
         raise UserCheckpointError(

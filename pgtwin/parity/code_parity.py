@@ -31,7 +31,7 @@ from pgtwin.parity.initialisation import INIT_MODES, copy_rows, initial_value_ro
 from pgtwin.parity.ladder import ParityReport, Row
 from pgtwin.parity.forward_rows import forward_rows
 from pgtwin.parity.model_state import explain_roles, split_name_map
-from pgtwin.parity.parity_rows import gradient_rows, tolerances
+from pgtwin.parity.parity_rows import gradient_rows, tf_keras_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.parity.state_notes import EMA_SHADOW
 from pgtwin.parity.tf1_side import TF1Side
@@ -140,6 +140,7 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
                                  "target network):\n") + \
             state.to_table()
     report.rows.extend(_variable_rows(legacy, eager, mapping, ctx))
+    report.rows.extend(tf_keras_rows(eager.tf_keras_objects(), ctx))
     report.rows.extend(Row("outputs", f"input {key!r}", 0.0, 0.0, True, TF2_ONLY_INPUT, ctx)
                        for key in legacy.tf2_only)
     report.rows.extend(_state_rows(state, legacy, ctx))

@@ -5,6 +5,8 @@ function pair and :func:`pgtwin.parity.code_parity.compare_programs`' program pa
 """
 from __future__ import annotations
 
+import os
+
 from collections.abc import Mapping
 
 import numpy as np
@@ -119,6 +121,26 @@ def _bessel(factor: float, shape: tuple[int, ...]) -> str:
                         f"and the other by n (np.std, tf.math.reduce_std, tf.nn.moments): "
                         "use the same on both")
     return ""
+
+
+TF_KERAS_ITEM = "tf_keras"
+"""The item of :func:`tf_keras_rows`' row."""
+
+
+def tf_keras_rows(objects: list[str], ctx: str) -> list[Row]:
+    """A passing row that names the TF2 side's tf_keras objects where
+    ``TF_USE_LEGACY_KERAS=1`` is set: it makes ``tf.keras`` tf_keras for the whole
+    process, so a port written with ``tf.keras`` ran, passed and is converted as tf_keras
+    code (a helper's port then failed to restore its converted checkpoint into Keras 3's
+    Adam); no row otherwise."""
+    if not objects or os.environ.get("TF_USE_LEGACY_KERAS") != "1":
+        return []
+    return [Row("variables", TF_KERAS_ITEM, 0.0, 0.0, True,
+                f"the TF2 side's {', '.join(objects)} are tf_keras': TF_USE_LEGACY_KERAS=1 "
+                "(--legacy-keras) makes tf.keras tf_keras for the whole process, your TF2 "
+                "code included, so it runs the same only with the variable set before "
+                "TensorFlow is imported, and its checkpoints restore into tf_keras objects: "
+                "write the port with import keras for Keras 3", ctx)]
 
 
 HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))

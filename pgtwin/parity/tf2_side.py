@@ -319,6 +319,12 @@ class TF2Side:
             self.optimizers, self.optimizer = held, held[0]
         return new
 
+    def tf_keras_objects(self) -> list[str]:
+        """The class names of the model and optimizers that are tf_keras' (``tf.keras``
+        under ``TF_USE_LEGACY_KERAS=1``), not Keras 3's."""
+        return [type(o).__name__ for o in (self.model, *self.optimizers)
+                if type(o).__module__.split(".")[0] == "tf_keras"]
+
     def owner_of(self, name: str) -> Any:
         """The Keras optimizer that steps variable ``name``
         (:func:`~pgtwin.parity.optimizer_groups.keras_owner`), or None."""

@@ -19,8 +19,7 @@ import traceback
 
 from pgtwin_core.config import DTYPES
 from pgtwin.cli.argument_types import non_negative_int
-from pgtwin.cli.legacy_keras import (add_legacy_keras_argument, apply_legacy_keras,
-                                      legacy_keras_note)
+from pgtwin.cli.legacy_keras import add_legacy_keras_argument, apply_legacy_keras
 from pgtwin.parity.initialisation import INIT_MODES
 
 
@@ -100,8 +99,6 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return _refused(f"internal error, a bug in pgtwin (the traceback is above; please "
                         f"report it): {type(err).__name__}: {err}", 3, args.json)
     print(report.to_json() if args.json else report.to_table())
-    if not args.json and legacy_keras_note():
-        print(legacy_keras_note())
     return 0 if report.ok else 1
 
 

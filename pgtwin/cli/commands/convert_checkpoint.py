@@ -14,8 +14,7 @@ import sys
 
 from pgtwin_core.config import DTYPES, OPTIMIZERS
 from pgtwin_core.specs import ACTIVATIONS
-from pgtwin.cli.legacy_keras import (add_legacy_keras_argument, apply_legacy_keras,
-                                      legacy_keras_note)
+from pgtwin.cli.legacy_keras import add_legacy_keras_argument, apply_legacy_keras
 from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
 
 DEFAULT_ACTIVATION = "tanh"
@@ -234,10 +233,12 @@ def _run_user(args: argparse.Namespace, parser: argparse.ArgumentParser,
                     + [f"note: {n}" for n in result.notes]
                     + ([f"not converted: {result.not_converted}"] if result.not_converted else [])))
     print(restore_hint(result.dst, result.optimizer_state != "none"))
-    if legacy_keras_note():
-        print(f"{legacy_keras_note()}. The checkpoint holds the objects that ran: where they "
-              "are tf_keras', restore it under TF_USE_LEGACY_KERAS=1 too (a Keras 3 optimizer "
-              "leaves tf_keras' slots unbound, and assert_consumed fails)")
+    from pgtwin.parity.parity_rows import TF_KERAS_ITEM
+
+    if any(r.item == TF_KERAS_ITEM for r in result.report.rows):
+        print("note: the checkpoint holds tf_keras objects (the tf_keras row above): restore "
+              "it under TF_USE_LEGACY_KERAS=1 too, as a Keras 3 optimizer leaves tf_keras' "
+              "slots unbound and assert_consumed fails")
     return 0
 
 
