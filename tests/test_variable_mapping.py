@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from pgtwin.parity.initialisation import initial_value_row, ks_pvalue, ks_statistic, variance_ratio_pvalue
+from pgtwin.parity.initialisation import (initial_value_row, ks_pvalue, ks_statistic, tf1_family,
+                                          tf2_family, variance_ratio_pvalue)
 from pgtwin.parity.variable_mapping import MappingError, VariableInfo, infer_mapping, kind
 
 V = VariableInfo
@@ -188,7 +189,7 @@ def test_initial_value_rows_constants_and_distributions():
     rng = np.random.default_rng(1)
     glorot = rng.uniform(-0.3, 0.3, size=(5, 64, 64))
     same = initial_value_row("k", glorot, rng.uniform(-0.3, 0.3, size=(64, 64)), True, "")
-    assert same.ok and same.note.startswith(f"same distribution: KS D={same.max_abs:.3f} "
+    assert same.ok and same.note.startswith(f"no difference found: KS D={same.max_abs:.3f} "
                                             "(the max_abs column)"), same.note
     # truncated-normal(0.1): std 0.088 vs the uniform's 0.3 / sqrt(3) = 0.17
     other = np.clip(rng.normal(0, 0.1, size=(64, 64)), -0.2, 0.2)
@@ -368,3 +369,35 @@ def test_a_tf1_gru_cell_against_a_keras_gru_is_explained_not_told_use_bias():
     plain = infer_mapping([VariableInfo("fc/w", (4, 8))],
                           [VariableInfo("d/kernel", (4, 8)), VariableInfo("d/bias", (8,))])
     assert "use_bias=False" in plain.problems[0].message
+
+
+@pytest.mark.parametrize("tf1_kind,tf2_kind,family", [
+    ("RandomStandardNormal", "TruncatedNormal({'mean': 0.0, 'stddev': 0.3})", "normal"),
+    ("TruncatedNormal", "RandomUniform({'minval': -0.05})", "truncated normal"),
+    ("Qr+RandomStandardNormal", "GlorotUniform({})", "orthogonal matrix"),
+])
+def test_initializers_of_two_kinds_are_named_though_the_tests_see_no_difference(
+        tf1_kind, tf2_kind, family):
+    # 30 values of N(0, 0.3) against 30 of a truncated normal with the same settings: the
+    # KS and variance tests cannot tell them apart on a layer this small, and the row said
+    # "same distribution"; the ops and the Keras initializer say which kinds they are.
+    rng = np.random.default_rng(3)
+    tf1_draws = rng.normal(0.0, 0.3, size=(5, 10, 3))
+    tf2_value = rng.normal(0.0, 0.3, size=(10, 3))
+    row = initial_value_row("fc2/kernel", tf1_draws, tf2_value, False, "", tf1_kind, tf2_kind)
+    assert row.ok and row.note.startswith(
+        f"WARNING initial values come from another kind of distribution: TF1 draws from a "
+        f"{family} ({tf1_kind}), TF2 from a "), row.note
+    failed = initial_value_row("fc2/kernel", tf1_draws, tf2_value, True, "", tf1_kind, tf2_kind)
+    assert not failed.ok
+
+
+def test_initializers_of_one_kind_are_left_to_the_tests():
+    rng = np.random.default_rng(3)
+    row = initial_value_row("k", rng.uniform(-0.3, 0.3, size=(5, 8, 8)),
+                            rng.uniform(-0.3, 0.3, size=(8, 8)), True, "",
+                            "RandomUniform", "GlorotUniform({'seed': None})")
+    assert row.ok and row.note.startswith("no difference found")
+    assert tf1_family("RandomUniform+TruncatedNormal") is None  # not one kind
+    assert tf2_family("VarianceScaling({'distribution': 'untruncated_normal'})") == "normal"
+    assert tf2_family("MyInit({})") is None

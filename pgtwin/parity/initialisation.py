@@ -113,14 +113,69 @@ def initial_value_row(item: str, tf1_draws: np.ndarray, tf2_value: np.ndarray, f
     d = ks_statistic(a, b)
     p = ks_pvalue(d, a.size, b.size)
     p_scale = variance_ratio_pvalue(a, b)
+    families = tf1_family(tf1_kind), tf2_family(tf2_kind)
+    if None not in families and families[0] != families[1]:
+        return _marked("initialisation", item, d, False, (
+            f"initial values come from another kind of distribution: TF1 draws from a "
+            f"{families[0]} ({tf1_kind}), TF2 from a {families[1]} ({tf2_kind}), which the "
+            f"tests on {b.size} values may not tell apart (KS D={d:.3f}, p={p:.2g}; std "
+            f"ratio {b.std() / a.std():.3g}, p={p_scale:.2g}; TF1 {_stats(a)}, TF2 "
+            f"{_stats(b)}): give the TF2 layer (kernel_initializer=..., bias_initializer=...) "
+            f"{KERAS_FOR_FAMILY[families[0]]} with TF1's settings"), fail, context)
     same = min(p, p_scale) >= alpha / 2
-    note = (f"same distribution: KS D={d:.3f} (the max_abs column), p={p:.2g}; std ratio "
+    note = (f"no difference found: KS D={d:.3f} (the max_abs column), p={p:.2g}; std ratio "
             f"{b.std() / a.std():.3g}, p={p_scale:.2g}") if same else (
         f"initial values come from another distribution (KS D={d:.3f}, p={p:.1e}; "
         f"std ratio {b.std() / a.std():.3g}, p={p_scale:.1e}): "
         f"TF1 {_stats(a)}, TF2 {_stats(b)}{makers}; give the TF2 layer the TF1 initializer "
         "(kernel_initializer=..., bias_initializer=...)")
     return _marked("initialisation", item, d, same, note, fail, context)
+
+
+KERAS_FOR_FAMILY = {"normal": "keras.initializers.RandomNormal(mean, stddev)",
+                    "truncated normal": "keras.initializers.TruncatedNormal(mean, stddev)",
+                    "uniform": "keras.initializers.RandomUniform(minval, maxval) (or "
+                               "GlorotUniform, HeUniform, as TF1 scaled it)",
+                    "orthogonal matrix": "keras.initializers.Orthogonal(gain)"}
+"""The Keras initializer that draws from each kind of distribution."""
+
+
+def tf1_family(kind: str) -> str | None:
+    """The kind of distribution of TF1's initializer ops ``kind`` (``initializer_kind``:
+    op types joined by ``+``), or None where it is not one kind."""
+    ops = kind.split("+") if kind else []
+    if "Qr" in ops:  # an orthogonal initializer: the Q of a normal matrix
+        return "orthogonal matrix"
+    found = set()
+    for op in ops:
+        found.add("truncated normal" if "TruncatedNormal" in op else
+                  "uniform" if "Uniform" in op else
+                  "normal" if "Normal" in op else None)
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
+_KERAS_FAMILIES = {"RandomNormal": "normal", "TruncatedNormal": "truncated normal",
+                   "RandomUniform": "uniform", "GlorotUniform": "uniform",
+                   "HeUniform": "uniform", "LecunUniform": "uniform",
+                   "GlorotNormal": "truncated normal", "HeNormal": "truncated normal",
+                   "LecunNormal": "truncated normal", "Orthogonal": "orthogonal matrix"}
+"""Keras' initializers by class name and the kind they draw from (its ``*Normal`` variance
+scalings draw from a truncated normal, as TF1's did)."""
+
+_SCALING_FAMILIES = {"uniform": "uniform", "truncated_normal": "truncated normal",
+                     "normal": "truncated normal", "untruncated_normal": "normal"}
+
+
+def tf2_family(kind: str) -> str | None:
+    """The kind of distribution of a Keras initializer written ``Class({config})``
+    (``TF2Side.initializer_of``), or None where it is not known."""
+    name = kind.split("(")[0]
+    if name == "VarianceScaling":
+        for key, family in _SCALING_FAMILIES.items():
+            if f"'distribution': '{key}'" in kind:
+                return family
+        return None
+    return _KERAS_FAMILIES.get(name)
 
 
 def _marked(rung: str, item: str, diff: float, same: bool, note: str, fail: bool,
