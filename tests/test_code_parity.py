@@ -1003,7 +1003,8 @@ def test_weights_parting_after_a_setting_that_differs_name_that_setting_first():
     weights = [r for r in report.rows if "step 1/1" in r.context and not r.ok
                and not r.item.endswith("train step's gradient")]
     assert weights and all(r.note.startswith(
-        "the optimizers' settings differ (TF1 learning_rate=0.01, Adam learning_rate=0.02)")
+        "the optimizers' settings differ (TF1 learning_rate=0.01, Adam learning_rate=0.02: "
+        "write learning_rate=0.01)")
         for r in weights), report.to_table()
 
 
@@ -1239,6 +1240,18 @@ def test_a_dtype_the_tf1_code_does_not_build_in_names_its_class_and_the_fix():
     assert "build PolicyGradient in that dtype there" in str(err.value)
 
 
+def test_a_class_without_a_dtype_argument_is_told_to_compare_in_its_dtype():
+    class Fixed(up.PolicyGradient):  # the tutorials' classes: float32 written in the code
+        def __init__(self):
+            super().__init__()
+    program = dataclasses.replace(up.tf1_program(), build=Fixed)
+    with pytest.raises(ValueError) as err:
+        compare_programs(program, up.tf2_program("float64"), BATCH, dtype="float64")
+    assert str(err.value).startswith(
+        "the TF1 code built float32 variables, but float64 was asked for: Fixed takes no dtype "
+        "argument, so its placeholders and variables are float32 as written")
+
+
 def test_tf_keras_legacy_layers_start_from_the_same_weights_in_every_build():
     # tf.compat.v1.layers.dense under TF_USE_LEGACY_KERAS=1 is tf_keras' legacy dense, whose
     # default initializer takes its seed from Python's random module, not the graph seed:
@@ -1269,3 +1282,20 @@ def test_tf_keras_legacy_layers_start_from_the_same_weights_in_every_build():
     random.random()
     TF1Side(program, {"obs": np.ones((2, 4))}).close()
     assert random.random() == expected[1]  # the build drew nothing from the caller's stream
+
+
+def test_a_long_error_from_the_users_code_is_cut_and_says_how_much_was_left_out():
+    # Keras put a whole kernel (80 lines) in the message of a uint8 input to Conv2D
+    from pgtwin.parity.code_checks import MAX_ERROR_LINES, ProgramBuildError
+
+    def build():
+        raise ValueError("bad input\n" + "\n".join(f"[{i} 0.1 0.2 0.3]" for i in range(80)))
+    with pytest.raises(ProgramBuildError) as err:
+        compare_programs(up.tf1_program(), TF2Program(build=build, loss=lambda o, b: 0.0),
+                         BATCH)
+    text = str(err.value)
+    assert text.startswith("TF2Program.build raised ValueError in ")
+    # 'bad input' and the first 11 rows are kept; rows 11..79 are left out
+    assert "[10 0.1 0.2 0.3]" in text and "[11 0.1" not in text
+    assert len(text.splitlines()) == MAX_ERROR_LINES
+    assert text.endswith("more characters of the message)")

@@ -85,7 +85,7 @@ def test_one_keras_optimizer_for_both_networks_fails_at_the_group_whose_rate_it_
     assert report.first_failure.note == (
         "the TF2 side steps critic/* and actor/* with one Keras optimizer, TF1 with two: give "
         "critic/* a Keras optimizer of its own (TF1 learning_rate=0.001, Adam "
-        "learning_rate=0.0003)")
+        "learning_rate=0.0003: write learning_rate=0.001)")
 
 
 def test_tf1_settings_are_read_per_variable_and_clipping_per_optimizer():

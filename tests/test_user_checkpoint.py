@@ -423,7 +423,7 @@ def test_with_the_tf1_program_its_optimizer_settings_are_held_to_the_keras_ones(
     [warned] = result.report.warnings
     assert (warned.item, warned.note) == (
         "optimizer.learning_rate", "WARNING TF1 learning_rate=0.01, Adam learning_rate=0.001: "
-                                   "the next step is not TF1's")
+                                   "write learning_rate=0.01: the next step is not TF1's")
     assert "1 with a warning" in result.report.summary()
 
 

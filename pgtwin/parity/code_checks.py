@@ -51,11 +51,25 @@ def program_failed(err: BaseException, what: str) -> ProgramBuildError:
     named as such."""
     where = raised_at(err)
     text = (f"{what} raised {type(err).__name__}" + (f" in {where}" if where else "")
-            + f": {err}")
+            + f": {_shortened(str(err))}")
     if isinstance(err, TypeError) and "unexpected keyword argument 'dtype'" in str(err):
         text += (" (the factory took **kwargs, so it was called with dtype=...: make it take "
                  "dtype itself and pass it where it belongs, or drop **kwargs)")
     return ProgramBuildError(text)
+
+
+MAX_ERROR_LINES = 12
+MAX_ERROR_CHARS = 2000
+
+
+def _shortened(text: str) -> str:
+    """An exception's text cut to its first :data:`MAX_ERROR_LINES` lines and
+    :data:`MAX_ERROR_CHARS` characters (Keras puts whole arrays in some messages: a uint8
+    input to a Conv2D printed its 80-line kernel), saying how much was left out."""
+    lines = text.splitlines()
+    kept = "\n".join(lines[:MAX_ERROR_LINES])[:MAX_ERROR_CHARS]
+    left = len(text) - len(kept)
+    return kept if left <= 0 else f"{kept} ... ({left} more characters of the message)"
 
 
 def _caller() -> str:

@@ -19,6 +19,7 @@ Inputs are cast to the TF1 placeholders' declared dtypes, and both sides get tho
 """
 from __future__ import annotations
 
+import inspect
 import types
 
 from collections import Counter
@@ -108,10 +109,21 @@ def _dtype_fix(obj: Any, built: str, dtype: str) -> str:
                 "script's dtype is written in its code (its placeholders, variables, and "
                 f"tf.one_hot's dtype, {built} by default), so compare it in {built}, or "
                 f"write {dtype} there in a copy of the script")
+    name = type(obj).__name__
+    try:
+        takes = "dtype" in inspect.signature(type(obj)).parameters
+    except (TypeError, ValueError):
+        takes = True
+    if not takes:
+        return (f"the TF1 code built {built} variables, but {dtype} was asked for: {name} "
+                f"takes no dtype argument, so its placeholders and variables are {built} as "
+                f"written (and tf.one_hot's dtype, {built} by default): compare it in "
+                f"{built}, or give {name} a dtype argument (or compare a copy written in "
+                f"{dtype})")
     return (f"the TF1 code built {built} variables, but {dtype} was asked for: pass the dtype "
             "on to it. pgtwin gives the factory that makes the TF1Program dtype= where it "
-            f"takes one; build {type(obj).__name__} in that dtype there (its placeholders and "
-            f"variables), or compare in {built}, the dtype it builds in")
+            f"takes one; build {name} in that dtype there (its placeholders and variables), or "
+            f"compare in {built}, the dtype it builds in")
 
 
 def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps: int,

@@ -37,6 +37,9 @@ FOLLOWS_PREFIX = "follows from"
 """How a row's note starts where it parts as a consequence of an earlier rung's parting
 (``weights_rung.FOLLOWS_EARLIER``): no cause for the summary to borrow."""
 
+BORROWED_RUNGS = ("outputs", "loss", "gradients")
+"""The rungs whose notes the summary may borrow for a first failure without one."""
+
 LOSS_VALUES_PREFIX = "TF1 loss "
 """The start of a loss row's note that gives the two values and no cause: the summary does
 not borrow it for a failing row without a note of its own."""
@@ -92,8 +95,10 @@ class ParityReport:
         # a first failure that says nothing: the first later failing row that names a cause
         # (a double softmax parts at the outputs, and the loss rung names it), not one that
         # says it follows from an earlier rung
+        # (only from the forward rungs: a weights row's note tells how far the steps part,
+        # not why an output parted)
         told = bad.note or next((f"{r.rung} '{r.item}' says: {r.note}" for r in self.rows
-                                 if not r.ok and r.note
+                                 if not r.ok and r.note and r.rung in BORROWED_RUNGS
                                  and not r.note.startswith((FOLLOWS_PREFIX,
                                                             LOSS_VALUES_PREFIX))), "")
         return (f"parity FAILED at rung '{bad.rung}', item '{bad.item}'{where}: "

@@ -290,6 +290,8 @@ def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind:
             if key == "epsilon" and tf1_kind == "adam":
                 note += (f" (Keras Adam defaults to epsilon=1e-7, TF1's AdamOptimizer to 1e-8: "
                          f"write epsilon={_short(a)})")
+            elif key not in ("nesterov", "amsgrad", "centered"):
+                note += f": write {key}={_short(a)}"
         rows.append(Row("weights", f"optimizer.{key}", diff, rel, ok, note, context))
     if tf1_clip is not None and not any(k in keras_settings for k in _CLIPS):
         at = "" if tf1_clip_at is None else f" at {tf1_clip_at:g}"
