@@ -291,7 +291,7 @@ def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind:
                 note += (f" (Keras Adam defaults to epsilon=1e-7, TF1's AdamOptimizer to 1e-8: "
                          f"write epsilon={_short(a)})")
             elif key not in ("nesterov", "amsgrad", "centered"):
-                note += f": write {key}={_short(a)}"
+                note += f"{WRITE}{key}={_short(a)}"
         rows.append(Row("weights", f"optimizer.{key}", diff, rel, ok, note, context))
     if tf1_clip is not None and not any(k in keras_settings for k in _CLIPS):
         at = "" if tf1_clip_at is None else f" at {tf1_clip_at:g}"
@@ -302,6 +302,16 @@ def optimizer_rows(tf1_kind: str, tf1_settings: Mapping[str, float], keras_kind:
                         f"{setting}, or clip them {tf1_clip[0]} in the TF2 train step, as "
                         "TF1 does)", context))
     return rows
+
+
+WRITE = ": write "
+"""How a settings row's note starts its fix (the value to write), which a note that names
+another cause (optimizers swapped between networks, shared) leaves out."""
+
+
+def settings_only(note: str) -> str:
+    """A settings row's note without its fix: the two settings."""
+    return note.split(WRITE)[0]
 
 
 def _short(x: float) -> str:

@@ -19,7 +19,8 @@ from pgtwin.parity.ladder import Row
 from pgtwin.parity.learning_rates import MOMENTUM_RATE_CHANGE, learning_rate_row
 from pgtwin.parity.optimizer_config import (clipping_hint, drift_hint, float32_rounding,
                                             keras_optimizer, optimizer_rows, rounded_to_float32,
-                                            tf1_clipping, tf1_rate_reads, tf1_schedules)
+                                            settings_only, tf1_clipping, tf1_rate_reads,
+                                            tf1_schedules)
 from pgtwin.parity.optimizer_groups import NONE, OptimizerGroup, form_groups
 from pgtwin.parity.parity_rows import tolerances
 from pgtwin.parity.state_notes import EMA_SHADOW
@@ -161,7 +162,7 @@ def judge(legacy: TF1Side, eager: TF2Side, group: OptimizerGroup, drifts: Mappin
             for r in rows]
     clipping = clipping_hint(tf1_clip, settings)
     drift = drifts.get(id(group.keras), "") if tf1_kind == group.keras_kind == "rmsprop" else ""
-    differ = [r.note for r in rows if not r.ok]  # a setting that differs says most
+    differ = [settings_only(r.note) for r in rows if not r.ok]  # a setting that differs
     differing = f"the optimizers' settings differ ({'; '.join(differ)})" if differ else ""
     cause = "; ".join(x for x in (differing, drift, clipping) if x)
     hint = ""
@@ -217,7 +218,7 @@ def swapped(judged: list[Judged]) -> list[Judged]:
             continue
         row = j.rows[bad]
         j.rows[bad] = Row(row.rung, row.item, row.max_abs, row.max_rel, False,
-                          f"{cause} ({row.note})", row.context)
+                          f"{cause} ({settings_only(row.note)})", row.context)
     return judged
 
 
