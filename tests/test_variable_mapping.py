@@ -401,3 +401,19 @@ def test_initializers_of_one_kind_are_left_to_the_tests():
     assert tf1_family("RandomUniform+TruncatedNormal") is None  # not one kind
     assert tf2_family("VarianceScaling({'distribution': 'untruncated_normal'})") == "normal"
     assert tf2_family("MyInit({})") is None
+
+
+def test_a_dense_kernel_after_a_flatten_of_another_spatial_size_names_the_conv_sizes():
+    # conv2 with 'valid' padding where TF1 has 'same': 4 x 4 x 32 = 512 flattened inputs
+    # against TF1's 5 x 5 x 32 = 800
+    tf1 = [VariableInfo("m/c2/kernel", (3, 3, 16, 32)), VariableInfo("m/fc1/kernel", (800, 64))]
+    tf2 = [VariableInfo("c2/kernel", (3, 3, 16, 32)), VariableInfo("fc1/kernel", (512, 64))]
+    problems = {p.variable.name: p.message for p in infer_mapping(tf1, tf2).problems}
+    assert problems["m/fc1/kernel"].endswith(
+        "m/fc1/kernel takes 800 = 5 x 5 x 32 inputs and fc1/kernel 512 = 4 x 4 x 32: the "
+        "flattened output of a conv layer 5 x 5 in TF1 and 4 x 4 in TF2. Check the padding "
+        "('same' or 'valid') and strides of the conv layers before it")
+    # without a conv kernel, two MLP widths (64 = 4 x 4 x 4, 16 = 2 x 2 x 4) are no such case
+    mlp = infer_mapping([VariableInfo("fc1/kernel", (64, 8))],
+                        [VariableInfo("fc1/kernel", (16, 8))]).problems
+    assert all("conv layer" not in p.message for p in mlp)

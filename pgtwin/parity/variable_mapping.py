@@ -26,6 +26,7 @@ with one. A kernel is never paired with a bias. Whatever stays unpaired, or coul
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -417,12 +418,14 @@ def _numbered_apart(words: set[str], others: set[str]) -> bool:
 def _unpaired(state: _Pairing, skip: set[str]) -> list[MappingProblem]:
     """A problem for each variable left on either side, with its candidates."""
     rest1, rest2 = state.left(skip)
+    convolved = any(len(v.shape) == 4 for v in state.tf1)  # a conv kernel: flattens follow
     problems = []
     for a in rest1:
         cell = _fused_cell_hint(a, rest2) + _gru_cell_hint(a, rest1, rest2, tf1_side=True)
         problems.append(MappingProblem("TF1", a, _why_unpaired(a, rest1, rest2)
                                        + (cell or _bias_hint(a, rest2, state.tf2))
-                                       + _axes_hint(a, rest2, "TF2")))
+                                       + _axes_hint(a, rest2, "TF2")
+                                       + (_flattened_size_hint(a, rest2) if convolved else "")))
     unpaired1 = [a for a in state.tf1 if a.name not in state.paired]
     for c in rest2:
         same = [a for a in unpaired1 if a.shape == c.shape]
@@ -536,6 +539,34 @@ def _why_unpaired(a: VariableInfo, rest1: Sequence[VariableInfo],
         return (f"no TF2 {what} of shape {a.shape} is left; only {_describe(same)} (a {what} "
                 f"is not paired with a {kind(same[0].name, same[0].shape)})")
     return f"no TF2 variable of shape {a.shape} is left (unpaired TF2: {_describe(rest2)})"
+
+
+def _flattened_size_hint(a: VariableInfo, rest2: Sequence[VariableInfo]) -> str:
+    """The note for a dense kernel after a flatten whose input count differs from an
+    unpaired TF2 kernel's with the same outputs by the spatial size of a conv layer's
+    output (``800 = 5 x 5 x 32`` against ``512 = 4 x 4 x 32``: padding 'same' against
+    'valid', or another stride, in a conv layer before it); else ''."""
+    if len(a.shape) != 2:
+        return ""
+    for c in rest2:
+        if len(c.shape) != 2 or c.shape[1] != a.shape[1] or c.shape[0] == a.shape[0]:
+            continue
+        for channels in sorted(_divisors(math.gcd(a.shape[0], c.shape[0])), reverse=True):
+            sides = [math.isqrt(n // channels) for n in (a.shape[0], c.shape[0])]
+            if channels > 1 and all(s * s * channels == n and s > 1
+                                    for s, n in zip(sides, (a.shape[0], c.shape[0]))):
+                return (f". {a.name} takes {a.shape[0]} = {sides[0]} x {sides[0]} x "
+                        f"{channels} inputs and {c.name} {c.shape[0]} = {sides[1]} x "
+                        f"{sides[1]} x {channels}: the flattened output of a conv layer "
+                        f"{sides[0]} x {sides[0]} in TF1 and {sides[1]} x {sides[1]} in TF2. "
+                        "Check the padding ('same' or 'valid') and strides of the conv "
+                        "layers before it")
+    return ""
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of ``n`` (n >= 1)."""
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 _ONE_SIDE_FIX = {
