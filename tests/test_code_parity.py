@@ -902,13 +902,19 @@ def test_one_optimizer_applied_once_per_layer_is_named_by_its_iterations():
                         if any(v is w for w in layer.trainable_variables)]
                 self.optimizer.apply_gradients(mine)
 
-    program = dataclasses.replace(up.tf2_program(), build=PerLayer)
-    report = compare_programs(up.tf1_program(), program, BATCH, steps=1)
-    bad = report.first_failure
-    assert bad.rung == "weights", report.to_table()
-    assert bad.note.startswith("Adam counted 2 iterations in one train step, where TF1's "
-                               "train_op takes one"), bad.note
-    assert "apply_gradients once per part of the model" in bad.note
+    note = _first_weights_note(PerLayer, BATCH)
+    assert note.startswith("Adam counted 2 iterations in one train step, where TF1's "
+                           "train_op takes one"), note
+    assert "apply_gradients once per part of the model" in note
+
+
+def _first_weights_note(agent_class, batch):
+    """The note of the first failure, at the weights rung, of the Keras agent
+    ``agent_class`` against the TF1 class over one train step on ``batch``."""
+    program = dataclasses.replace(up.tf2_program(), build=agent_class)
+    report = compare_programs(up.tf1_program(), program, batch, steps=1)
+    assert report.first_failure.rung == "weights", report.to_table()
+    return report.first_failure.note
 
 
 def test_a_fit_step_over_default_batches_leads_with_its_optimizer_steps():
@@ -927,14 +933,10 @@ def test_a_fit_step_over_default_batches_leads_with_its_optimizer_steps():
             self.model.fit(np.asarray(obs), np.asarray(actions), verbose=0, shuffle=False,
                            sample_weight=np.asarray(returns))
 
-    batch = up.make_batch(n=100)
-    program = dataclasses.replace(up.tf2_program(), build=FitAgent)
-    report = compare_programs(up.tf1_program(), program, batch, steps=1)
-    bad = report.first_failure
-    assert bad.rung == "weights", report.to_table()
-    assert bad.note.startswith("Adam counted 4 iterations in one train step, where TF1's "
-                               "train_op takes one"), bad.note
-    assert "give model.fit batch_size=len(batch) and epochs=1" in bad.note
+    note = _first_weights_note(FitAgent, up.make_batch(n=100))
+    assert note.startswith("Adam counted 4 iterations in one train step, where TF1's "
+                           "train_op takes one"), note
+    assert "give model.fit batch_size=len(batch) and epochs=1" in note
 
 
 def test_an_sgd_step_twice_as_long_is_named_as_a_scaled_loss_or_rate():
