@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from pgtwin.parity.flatten_order import flatten_order_hint
 from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, Row, compare_arrays
 from pgtwin.parity.loss_hints import (minimised_hint, ratio_hint, regularization_hint,
                                       softmax_hint, term_hint)
@@ -33,6 +34,10 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
                        sides=("TF1Program", "TF2Program"))
     rows = with_layer_hints(_with_key_notes(rows, legacy_out, eager_out, eager, ctx), legacy,
                             eager)
+    if any(not r.ok and not r.note for r in rows):
+        hint = flatten_order_hint(legacy, eager, legacy_out, *tol["outputs"])
+        rows = [r if r.ok or r.note or not hint else
+                Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
     agreed = sorted(r.item for r in rows if r.ok)
     rows = [_parts_past(r, agreed) if not r.ok and not r.note and agreed else r for r in rows]
     loss = loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx)
