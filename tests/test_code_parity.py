@@ -1300,3 +1300,23 @@ def test_a_long_error_from_the_users_code_is_cut_and_says_how_much_was_left_out(
     assert "[10 0.1 0.2 0.3]" in text and "[11 0.1" not in text
     assert len(text.splitlines()) == MAX_ERROR_LINES
     assert text.endswith("more characters of the message)")
+
+
+def test_a_second_copy_of_the_network_the_loss_does_not_read_is_named_each_variable_by_path():
+    # TF1 acts with the trained variables (reuse); the port built a new model for acting:
+    # its variables were listed as two rows (tf.Variable names 'kernel', 'bias' merged)
+    # and the run passed with no word
+    class WithActingCopy(up.KerasAgent):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.acting = keras.Sequential([keras.Input((up.OBS,)),
+                                            keras.layers.Dense(up.HIDDEN, activation="tanh"),
+                                            keras.layers.Dense(up.ACTIONS)])
+
+    program = dataclasses.replace(up.tf2_program(), build=WithActingCopy, model=None)
+    report = compare_programs(up.tf1_program(), program, BATCH, steps=0)
+    rows = [r for r in report.rows if r.item.startswith("TF2 ") and "not compared" in r.note]
+    assert len(rows) == 4, report.to_table()  # two kernels, two biases, each by its path
+    assert len({r.item for r in rows}) == 4
+    assert all(r.note.startswith("WARNING not compared: the TF2 loss does not read it; every "
+                                 "such variable has a compared one's shape") for r in rows)

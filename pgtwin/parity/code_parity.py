@@ -94,6 +94,12 @@ def compare_programs(
         legacy.close()
 
 
+SECOND_COPY = ("; every such variable has a compared one's shape: a second copy of the "
+               "network the loss reads (an acting path that builds a new model where TF1 "
+               "reuses its variables, AUTO_REUSE or reuse=True)? Call the trained model there")
+"""Said on the TF2 rows not compared when all of them repeat the compared variables'
+shapes."""
+
 TF2_ONLY_INPUT = ("given to the TF2 side only: TF1Program.feeds names no placeholder for it, "
                   "so what TF1's code computed from it before feed_dict (returns made in "
                   "numpy) is whatever the inputs hold for that, and is compared as such")
@@ -284,8 +290,12 @@ def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     rows.extend(Row("variables", f"TF1 {n}", 0.0, 0.0, True,
                     _not_compared_note(stepped.get(n), n in read), ctx)
                 for n in legacy.not_compared)
+    compared = {tuple(v.shape.as_list()) for v in eager.variables.values()}
+    copies = len(eager.not_compared) > 1 and all(
+        s in compared for s in eager.not_compared_shapes.values())
     rows.extend(Row("variables", f"TF2 {n}", 0.0, 0.0, True,
-                    "not compared: the TF2 loss does not read it", ctx)
+                    f"WARNING not compared: the TF2 loss does not read it{SECOND_COPY}"
+                    if copies else "not compared: the TF2 loss does not read it", ctx)
                 for n in eager.not_compared)
     return rows
 

@@ -173,8 +173,14 @@ class TF2Side:
         self.creation_order = sorted(self.variables, key=lambda n: made.get(
             id(self.variables[n]), len(made)))  # stable: the unowned keep the read order
         read = {id(v) for v in watched}
-        self.not_compared = list(dict.fromkeys(
-            underlying(v).name.split(":")[0] for v in owned if id(underlying(v)) not in read))
+        unread = list({id(underlying(v)): v for v in owned
+                       if id(underlying(v)) not in read}.values())
+        unread_names = _by_name(unread, self.model, self.obj)
+        self.not_compared = list(unread_names)
+        """Display names (Keras paths) of the model's trainable variables the loss does not
+        read."""
+        self.not_compared_shapes = {n: tuple(underlying(h).shape.as_list())
+                                    for n, h in unread_names.items()}
         self.initial = self.values()
         self.restated = False
         self.optimizers = found = self._held_optimizers()
