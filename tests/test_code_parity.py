@@ -420,7 +420,9 @@ def test_a_train_step_that_raises_after_setting_its_rate_is_named_first():
     program = dataclasses.replace(program, train_step=raising_step)
     report = compare_programs(up.tf1_program(), program, BATCH, steps=1)
     assert report.first_failure.item == "train step", report.to_table()
-    assert report.first_failure.note.startswith("the TF2 train step raised ValueError: ")
+    # where it raised comes first: the user's file and line
+    assert re.match(r"the TF2 train step raised ValueError in \S+test_code_parity.py:\d+ in "
+                    r"raising_step: ", report.first_failure.note), report.first_failure.note
     assert "(Unknown variable: vf/kernel)" in report.first_failure.note
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from pgtwin_core.errors import raised_at
+
 from pgtwin.parity.ladder import FOLLOWS_PREFIX, Row, common_factor, compare_arrays
 from pgtwin.parity.model_state import COPY_MOVED, STATE_CAUSE, STATE_MOVED
 from pgtwin.parity.optimizer_config import (drift_hint, keras_optimizer, tf1_clipping,
@@ -340,8 +342,13 @@ def _run_steps(legacy: TF1Side, eager: TF2Side, where: str) -> Row | None:
         try:
             step()
         except Exception as err:  # noqa: BLE001  (the user's code: reported, not hidden)
+            empty = any(getattr(o, "built", False) and not getattr(o, "_trainable_variables",
+                                                                  [None])
+                        for o in eager.optimizers)
+            at = raised_at(err)
             return Row("weights", "train step", float("inf"), float("inf"), False,
-                       f"the {side} raised {type(err).__name__}: {_error_text(err)}", where)
+                       f"the {side} raised {type(err).__name__}"
+                       + (f" in {at}" if at else "") + f": {_error_text(err, empty)}", where)
     return None
 
 
@@ -352,13 +359,21 @@ UNKNOWN_VARIABLE = ("a Keras optimizer is built on the variables of its first "
 """The cause said before Keras 3's ``Unknown variable`` error from ``apply_gradients``."""
 
 
-def _error_text(err: Exception) -> str:
+EMPTY_OPTIMIZER = ("the Keras optimizer was built on no variables: optimizer.build ran on an "
+                   "empty list (model.build(shape) on a subclassed model whose layers make "
+                   "their weights on the first call makes none): call the model on an input "
+                   "before optimizer.build(model.trainable_variables)")
+"""The cause said before ``Unknown variable`` where an optimizer holds no variables."""
+
+
+def _error_text(err: Exception, empty_optimizer: bool = False) -> str:
     """What a raising step said, without the values a Keras variable's repr prints (a
-    whole weight matrix), and with the cause first where it is known."""
+    whole weight matrix), and with the cause first where it is known
+    (``empty_optimizer``: a built Keras optimizer of the TF2 side holds no variables)."""
     text = re.sub(r", value=[^>]*>", ">", str(err))
     text = text if len(text) <= 400 else text[:400] + " ..."
     if text.startswith("Unknown variable"):
-        return f"{UNKNOWN_VARIABLE} ({text})"
+        return f"{EMPTY_OPTIMIZER if empty_optimizer else UNKNOWN_VARIABLE} ({text})"
     return text
 
 
