@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pgtwin.parity.loss_hints import loss_terms, term_hint
+from pgtwin.parity.loss_hints import loss_terms, regularization_hint, term_hint
 from pgtwin.parity.parity_rows import output_rows
 
 tf1 = tf.compat.v1
@@ -52,6 +52,9 @@ def test_the_loss_is_read_as_its_terms_with_their_coefficients(actor_critic):
           "left out of the TF2 loss"),
     # the value loss weighted 0.25: 1.5 + 1.0 - 0.007 = 2.493
     (2.493, "the TF2 loss weights TF1's term v_loss (vf) (4) 0.25 where TF1 weights it 0.5: "
+            "halved"),
+    # the value loss weighted 0.3: 1.5 + 1.2 - 0.007 = 2.693
+    (2.693, "the TF2 loss weights TF1's term v_loss (vf) (4) 0.3 where TF1 weights it 0.5: "
             "a coefficient differs"),
     # a gap no one term explains with a round coefficient (3.493 + 0.1234567)
     (3.6164567, ""),
@@ -234,3 +237,46 @@ def test_a_tf2_loss_computed_in_float32_in_a_float64_comparison_is_named_with_fl
     assert row.note.startswith("the TF2 loss is float32 where TF1's is float64: it was computed "
                                "in float32")
     assert "keras.config.set_floatx('float64')" in row.note
+
+
+def _l2_program(regularizer):
+    """A TF1 loss pg + regularizer(w), pg = 1.0 fed, w = [[1, 2], [3, 4]] fed: sum(w^2) =
+    30, so tf.nn.l2_loss(w) = 15."""
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(0)
+        pg = tf1.placeholder(tf.float32, [], name="pg")
+        w = tf1.placeholder(tf.float32, [2, 2], name="w")
+        reg = regularizer(w)
+        tf1.add_to_collection(tf1.GraphKeys.REGULARIZATION_LOSSES, reg)
+        loss = pg + reg
+    session = tf1.Session(graph=graph)
+    return SimpleNamespace(loss=loss, session=session, graph=graph,
+                           feed={pg: 1.0, w: np.array([[1.0, 2.0], [3.0, 4.0]])}, obj={})
+
+
+def test_an_l2_loss_term_doubled_in_float32_is_named_with_keras_l2s_factor():
+    # TF1: pg + 1e-4 * l2_loss(w) = 1 + 1.5e-3; a Keras L2(1e-4) port adds 1e-4 * 30 = 3e-3.
+    # The coefficient read from the gap is 2e-4 within tol = 1e-5 * 1.003 / 15 = 6.7e-7,
+    # which no two-digit rounding gate at 1e-3 of 2e-4 (2e-7) let through
+    program = _l2_program(lambda w: 1e-4 * tf.nn.l2_loss(w))
+    try:
+        note = term_hint(program, 1.0015, 1.003, 1e-5)
+    finally:
+        program.session.close()
+    assert note.startswith("the TF2 loss weights TF1's term L2Loss (15) 0.0002 where TF1 "
+                           "weights it 0.0001: counted twice, or its coefficient doubled (TF1's "
+                           "term is tf.nn.l2_loss, sum(w^2) / 2, and Keras' L2(s) regularizer "
+                           "is s * sum(w^2)"), note
+
+
+def test_half_of_tf1s_keras_style_regularization_loss_is_named():
+    # TF1: pg + 1e-3 * sum(w^2) = 1 + 0.03 (tf.keras.regularizers.l2); the port's
+    # 1e-3 * l2_loss(w) = 0.015: the TF2 loss is TF1's less half its regularization loss
+    program = _l2_program(lambda w: tf.multiply(1e-3, tf.reduce_sum(tf.square(w)), name="l2"))
+    try:
+        note = regularization_hint(program, 1.03, 1.015)
+    finally:
+        program.session.close()
+    assert note.startswith("the TF2 loss holds half of TF1's regularization loss (0.03: l2): "
+                           "TF1's regularizer is s * sum(w ** 2)"), note

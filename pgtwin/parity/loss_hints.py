@@ -177,6 +177,13 @@ def regularization_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float) -> str:
         return (f"the TF2 loss is TF1's plus its regularization loss once more ({r:.6g}): "
                 "TF1's l2_regularizer(s) is s * sum(w ** 2) / 2 and Keras' l2(s) is "
                 "s * sum(w ** 2): build the Keras regularizer with l2(s / 2)")
+    if abs(gap + r / 2) <= 1e-3 * abs(r):
+        names = ", ".join(t.op.name for t in terms[:3]) + (", ..." if len(terms) > 3 else "")
+        return (f"the TF2 loss holds half of TF1's regularization loss ({r:.6g}: {names}): "
+                "TF1's regularizer is s * sum(w ** 2) (a Keras l2(s), as tf.keras."
+                "regularizers.l2 is) where the port's is s * tf.nn.l2_loss(w) = s * sum(w ** 2) "
+                "/ 2: write 2 * s * tf.nn.l2_loss(w), or keras.regularizers.L2(s) on the layers "
+                "with sum(model.losses)")
     return ""
 
 
@@ -279,6 +286,16 @@ def _round(x: float, tol: float, c: float) -> float | None:
     return r if abs(x - r) <= tol and tol <= 1e-3 * abs(r) else None
 
 
+def _named_change(x: float, tol: float, c: float) -> float | None:
+    """The coefficient ``x`` as one of the changes a port makes to ``c`` (left out 0,
+    doubled, sign flipped, halved) where it is within ``tol`` of it and ``tol`` is small
+    against ``c`` (a specific guess needs less margin than any two-digit number: a float32
+    loss's rounding hid an L2 term doubled at 1e-4); else None."""
+    if tol > 1e-2 * abs(c):
+        return None
+    return next((k for k in (2 * c, -c, 0.5 * c) if abs(x - k) <= tol), None)
+
+
 def term_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float, rtol: float) -> str:
     """The note when the TF2 loss is TF1's with one term's coefficient changed to a round
     number (:func:`loss_terms`; the coefficient each term would need, from the gap, within
@@ -295,13 +312,14 @@ def term_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float, rtol: float) -> st
         if v == 0.0 or not np.isfinite(v):
             continue
         tol = rtol * max(abs(tf1_loss), abs(tf2_loss)) / abs(v)
-        new = _round(c + gap / v, tol, c)
+        new = _named_change(c + gap / v, tol, c)
+        new = _round(c + gap / v, tol, c) if new is None else new
         if new is not None and new != c:
             found.append((c, x, v, new))
     if not found or len(found) > 3:
         return ""
     told = [f"TF1's term {_term_name(tf1, x)} ({v:.6g}) {new:g} where TF1 weights it {c:g}"
-            f"{_why(c, new)}" for c, x, v, new in found]
+            f"{_why(c, new, x)}" for c, x, v, new in found]
     if len(told) == 1:
         return f"the TF2 loss weights {told[0]}"
     return ("the gap fits more than one term's coefficient changed, so the loss alone cannot "
@@ -309,11 +327,24 @@ def term_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float, rtol: float) -> st
             f"{', or '.join(told)}")
 
 
-def _why(c: float, new: float) -> str:
-    """What a coefficient ``c`` of TF1's changed to ``new`` on the TF2 side likely is."""
+def _why(c: float, new: float, x: tf.Tensor) -> str:
+    """What a coefficient ``c`` of TF1's term ``x`` changed to ``new`` on the TF2 side
+    likely is."""
+    types = {op.type for op in upstream_ops(x)}
+    l2_loss = "L2Loss" in types  # tf.nn.l2_loss: sum(w^2) / 2
+    squares = not l2_loss and "Square" in types  # a Keras l2 regularizer: sum(w^2)
     return (": a term left out of the TF2 loss" if new == 0.0 else
-            ": counted twice, or its coefficient doubled" if new == 2 * c else
-            ": its sign flipped" if new == -c else ": a coefficient differs")
+            ": counted twice, or its coefficient doubled" + (L2_TWICE if l2_loss else "")
+            if new == 2 * c else
+            ": its sign flipped" if new == -c else
+            ": halved" + (L2_HALF if squares else "") if new == 0.5 * c else
+            ": a coefficient differs")
+
+
+L2_TWICE = (" (TF1's term is tf.nn.l2_loss, sum(w^2) / 2, and Keras' L2(s) regularizer is "
+            "s * sum(w^2): use L2(s / 2), or keep TF1's l2_loss in the loss)")
+L2_HALF = (" (TF1's term is s * sum(w^2), tf.keras.regularizers.l2(s), and tf.nn.l2_loss is "
+           "sum(w^2) / 2: use 2 s with l2_loss, or keras.regularizers.L2(s))")
 
 
 def _term_name(tf1: TF1Side, x: tf.Tensor) -> str:
