@@ -938,7 +938,7 @@ def test_a_fit_step_over_default_batches_leads_with_its_optimizer_steps():
     note = _first_weights_note(FitAgent, up.make_batch(n=100))
     assert note.startswith("Adam counted 4 iterations in one train step, where TF1's "
                            "train_op takes one"), note
-    assert "give model.fit batch_size=len(batch) and epochs=1" in note
+    assert "(with model.fit: batch_size=len(batch) and epochs=1)" in note
 
 
 def test_an_sgd_step_twice_as_long_is_named_as_a_scaled_loss_or_rate():

@@ -73,8 +73,8 @@ def iterations_note(optimizer: Any, counted: Mapping[int, int]) -> str:
             f"{taken} times (model.fit over batches of its batch_size, 32 by default, or "
             "with epochs > 1; apply_gradients once per part of the model), so its weights, "
             "moments and step count (Adam's bias correction, a schedule) run ahead of TF1's: "
-            "give model.fit batch_size=len(batch) and epochs=1, apply all the gradients in "
-            "one call, or give each part its own optimizer")
+            "apply all the gradients in one call (with model.fit: batch_size=len(batch) and "
+            "epochs=1), or give each part its own optimizer")
 
 
 def remade_note(made: list[Any], step: int) -> str:
