@@ -6,11 +6,13 @@ import dataclasses
 import re
 from types import SimpleNamespace
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from pgtwin.parity.loss_hints import loss_terms, regularization_hint, term_hint
+from pgtwin.parity.loss_hints import (batch_counts, count_ratio, loss_terms, regularization_hint,
+                                      term_hint)
 from pgtwin.parity.parity_rows import output_rows
 
 tf1 = tf.compat.v1
@@ -280,3 +282,64 @@ def test_half_of_tf1s_keras_style_regularization_loss_is_named():
         program.session.close()
     assert note.startswith("the TF2 loss holds half of TF1's regularization loss (0.03: l2): "
                            "TF1's regularizer is s * sum(w ** 2)"), note
+
+
+def test_the_batchs_counts_by_hand():
+    # 6 rows; adv has 5 nonzero entries, mask 4 (the last 2 steps padded); adv * mask 3
+    fed = {"obs": np.zeros((6, 2)), "adv": np.array([1.0, 0.0, 2.0, 3.0, 4.0, 5.0]),
+           "mask": np.array([1.0, 1.0, 1.0, 1.0, 0.0, 0.0])}
+    assert batch_counts(fed) == {6: "the rows of inputs['obs'], the rows of inputs['adv'], ...",
+                                 5: "the nonzero entries of inputs['adv']",
+                                 4: "the nonzero entries of inputs['mask']",
+                                 3: "the rows where inputs['adv'] and inputs['mask'] are both "
+                                    "nonzero"}
+    counts = batch_counts(fed)
+    assert count_ratio(3 / 6, counts, 1e-9) == (3, 6)
+    assert count_ratio(0.77, counts, 1e-9) is None
+    # 4/6 and 6/9 would both be 2/3: where two quotients fit, none is told
+    assert count_ratio(2 / 3, {4: "a", 6: "b", 9: "c"}, 1e-9) is None
+
+
+class MaskedLosses:
+    """TF1 code on tf.compat.v1.losses: pg = sparse_softmax_cross_entropy(weights=adv *
+    mask), whose default reduction divides by the nonzero weights."""
+
+    def __init__(self):
+        tf1.set_random_seed(0)
+        self.obs = tf1.placeholder(tf.float32, [None, 3], name="obs")
+        self.act = tf1.placeholder(tf.int32, [None], name="act")
+        self.adv = tf1.placeholder(tf.float32, [None], name="adv")
+        self.mask = tf1.placeholder(tf.float32, [None], name="mask")
+        w = tf1.get_variable("pi/kernel", [3, 2])
+        self.logits = tf.matmul(self.obs, w)
+        self.pg = tf1.losses.sparse_softmax_cross_entropy(self.act, self.logits,
+                                                          weights=self.adv * self.mask)
+
+
+def test_a_mean_over_all_rows_where_tf1s_losses_divide_by_the_nonzero_weights_is_named():
+    # 8 rows, the last 2 padded (mask 0): TF1 divides the weighted sum by 6, a port that
+    # takes the mean over the rows by 8, so its pg is TF1's x 6/8
+    from pgtwin.parity.code_parity import compare_programs
+    from pgtwin.parity.programs import TF1Program, TF2Program
+    rng = np.random.default_rng(4)
+    batch = {"obs": rng.normal(size=(8, 3)), "act": rng.integers(0, 2, 8),
+             "adv": rng.normal(size=8) + 3.0, "mask": np.array([1.0] * 6 + [0.0] * 2)}
+    kernel = keras.layers.Dense(2, use_bias=False, name="pi")
+
+    def loss(agent, b):
+        logits = agent(tf.cast(b["obs"], tf.float32))
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(b["act"], tf.int32), logits=logits)
+        pg = tf.reduce_mean(ce * tf.cast(b["adv"] * b["mask"], tf.float32))
+        return {"loss": pg, "logits": logits, "pg": pg}
+    tf1_program = TF1Program(build=MaskedLosses, loss="pg", outputs={"pg": "pg",
+                                                                     "logits": "logits"},
+                             feeds={k: k for k in batch})
+    report = compare_programs(tf1_program, TF2Program(build=lambda: kernel, loss=loss), batch,
+                              steps=0)
+    bad = report.first_failure
+    assert (bad.rung, bad.item) == ("outputs", "pg"), report.to_table()
+    assert bad.note.startswith(
+        "TF2Program's 'pg' is TF1Program's x 6/8: TF1's divides by 6 (the nonzero entries of "
+        "inputs['mask']"), bad.note
+    assert "(Reduction.SUM_BY_NONZERO_WEIGHTS)" in bad.note

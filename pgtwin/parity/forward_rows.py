@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import tensorflow as tf
 
 from pgtwin.parity.flatten_order import flatten_order_hint
 from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, Row, compare_arrays
-from pgtwin.parity.loss_hints import (minimised_hint, ratio_hint, regularization_hint,
-                                      softmax_hint, term_hint)
+from pgtwin.parity.loss_hints import (batch_counts, count_ratio, divisor_note, minimised_hint,
+                                      ratio_hint, regularization_hint, softmax_hint, term_hint)
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import output_rows
 from pgtwin.parity.tf1_side import TF1Side
@@ -38,6 +39,9 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
         hint = flatten_order_hint(legacy, eager, legacy_out, *tol["outputs"])
         rows = [r if r.ok or r.note or not hint else
                 Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
+    counts = batch_counts(fed)
+    rows = [_scalar_count_row(r, legacy_out, eager_out, counts, tol["outputs"][0], legacy)
+            if not r.ok and not r.note else r for r in rows]
     agreed = sorted(r.item for r in rows if r.ok)
     rows = [_parts_past(r, agreed) if not r.ok and not r.note and agreed else r for r in rows]
     loss = loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx)
@@ -91,6 +95,7 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
     if row.ok or np.shape(a) != () or np.shape(b) != ():
         return row
     precision = _precision_hint(np.asarray(a).dtype, np.asarray(b).dtype)
+    counts = batch_counts(fed)
     a, b = float(a), float(b)
     sizes = [s for x in fed.values() for s in np.shape(x)[:2]]
     sizes += [int(np.prod(np.shape(x)[:2])) for x in fed.values() if np.ndim(x) >= 2]
@@ -98,10 +103,21 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
             or ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10)
             or regularization_hint(legacy, a, b)
             or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a)
-            or term_hint(legacy, a, b, max(rtol, 1e-6) * 10))
+            or _count_hint("the TF2 loss is TF1's", a, b, counts, rtol, legacy.loss)
+            or term_hint(legacy, a, b, max(rtol, 1e-6) * 10, counts))
     digits = next((n for n in range(6, 18) if f"{a:.{n}g}" != f"{b:.{n}g}"), 17)
     return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
                hint or f"{LOSS_VALUES_PREFIX}{a:.{digits}g}, TF2 loss {b:.{digits}g}", ctx)
+
+
+def _count_hint(what: str, a: float, b: float, counts: Mapping[int, str], rtol: float,
+                tf1_tensor: tf.Tensor | None) -> str:
+    """Where ``b / a`` is the quotient of two of the batch's counts (``loss_hints.
+    batch_counts``): each side's mean divides by another count; '' otherwise."""
+    pair = None if a == 0.0 else count_ratio(b / a, counts, max(rtol, 1e-6) * 10)
+    if pair is None:
+        return ""
+    return f"{what} x {pair[0]}/{pair[1]}: {divisor_note(*pair, counts, tf1_tensor)}"
 
 
 def _precision_hint(tf1_dtype: np.dtype, tf2_dtype: np.dtype) -> str:
@@ -115,6 +131,21 @@ def _precision_hint(tf1_dtype: np.dtype, tf2_dtype: np.dtype) -> str:
             f"keras.config.floatx(), float32 unless set, whatever its inputs' dtype): call "
             f"keras.config.set_floatx({tf1_dtype.name!r}) before the model is built, or "
             "compute the loss from the model's outputs yourself")
+
+
+def _scalar_count_row(row: Row, legacy_out: Mapping[str, np.ndarray],
+                      eager_out: Mapping[str, np.ndarray], counts: Mapping[int, str],
+                      rtol: float, legacy: TF1Side) -> Row:
+    """A scalar output row that parts, told by :func:`_count_hint` where its two values are
+    a quotient of the batch's counts apart (a port's pg divided by the 64 rows where TF1's
+    tf.compat.v1.losses divide by the 54 nonzero weights); ``row`` unchanged otherwise."""
+    a, b = legacy_out.get(row.item), eager_out.get(row.item)
+    if a is None or b is None or np.size(a) != 1 or np.size(b) != 1:
+        return row
+    note = _count_hint(f"TF2Program's {row.item!r} is TF1Program's", float(np.ravel(a)[0]),
+                       float(np.ravel(b)[0]), counts, rtol, legacy.outputs.get(row.item))
+    return row if not note else Row(row.rung, row.item, row.max_abs, row.max_rel, False, note,
+                                    row.context)
 
 
 def _parts_past(row: Row, agreed: list[str]) -> Row:

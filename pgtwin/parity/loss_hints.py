@@ -25,7 +25,7 @@ When the two losses part, the usual migration mistakes leave fingerprints:
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -286,6 +286,56 @@ def _round(x: float, tol: float, c: float) -> float | None:
     return r if abs(x - r) <= tol and tol <= 1e-3 * abs(r) else None
 
 
+def batch_counts(fed: Mapping[str, np.ndarray]) -> dict[int, str]:
+    """``{count: what it counts}`` of the batch that a mean may divide by: each input's rows,
+    a float vector's nonzero entries, and the rows where two float vectors of one length
+    are both nonzero (TF1's ``tf.compat.v1.losses`` divide by the nonzero weights, such
+    as ``advantages * mask``, by default). A count several inputs give names up to two."""
+    arrays = {k: np.asarray(v) for k, v in fed.items() if np.ndim(v) >= 1}
+    found: dict[int, list[str]] = {}
+    for k, a in arrays.items():
+        found.setdefault(int(a.shape[0]), []).append(f"the rows of inputs[{k!r}]")
+    vectors = {k: a for k, a in arrays.items() if a.dtype.kind == "f" and a.ndim == 1}
+    for k, a in vectors.items():
+        n = int(np.count_nonzero(a))
+        if 0 < n < a.size:
+            found.setdefault(n, []).append(f"the nonzero entries of inputs[{k!r}]")
+    keys = list(vectors)
+    for i, k1 in enumerate(keys):
+        for k2 in keys[i + 1:]:
+            n = int(np.count_nonzero(vectors[k1] * vectors[k2])) \
+                if vectors[k1].shape == vectors[k2].shape else 0
+            if 0 < n < vectors[k1].size and n not in found:
+                found[n] = [f"the rows where inputs[{k1!r}] and inputs[{k2!r}] are both "
+                            "nonzero"]
+    return {n: ", ".join(what[:2]) + (", ..." if len(what) > 2 else "")
+            for n, what in found.items()}
+
+
+def count_ratio(ratio: float, counts: Mapping[int, str], rtol: float
+                ) -> tuple[int, int] | None:
+    """``(p, q)``: two different counts of the batch whose quotient ``p / q`` is ``ratio``
+    (to ``rtol``), where no other pair is that close (two pairs of one quotient, 4/6 and
+    6/9, cannot say which counts); else None."""
+    close = [(p, q) for p in counts for q in counts
+             if p != q and abs(ratio - p / q) <= rtol * max(1.0, abs(ratio))]
+    return close[0] if len(close) == 1 else None
+
+
+def divisor_note(tf1_divides: int, tf2_divides: int, counts: Mapping[int, str],
+                 tf1_tensor: tf.Tensor | None) -> str:
+    """Why TF1 divides by one count and the TF2 side by another, with TF1's default
+    reduction named where ``tf1_tensor`` is computed through ``tf.compat.v1.losses``'
+    count of nonzero weights (its ``num_present`` ops)."""
+    reduction = tf1_tensor is not None and any(
+        "num_present" in op.name for op in upstream_ops(tf1_tensor))
+    return (f"TF1's divides by {tf1_divides} ({counts[tf1_divides]}) where TF2's divides by "
+            f"{tf2_divides} ({counts[tf2_divides]})"
+            + (": TF1's tf.compat.v1.losses divide by the count of nonzero weights by default "
+               "(Reduction.SUM_BY_NONZERO_WEIGHTS): divide the weighted sum by "
+               "tf.math.count_nonzero(weights) as it does" if reduction else ""))
+
+
 def _named_change(x: float, tol: float, c: float) -> float | None:
     """The coefficient ``x`` as one of the changes a port makes to ``c`` (left out 0,
     doubled, sign flipped, halved) where it is within ``tol`` of it and ``tol`` is small
@@ -296,11 +346,13 @@ def _named_change(x: float, tol: float, c: float) -> float | None:
     return next((k for k in (2 * c, -c, 0.5 * c) if abs(x - k) <= tol), None)
 
 
-def term_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float, rtol: float) -> str:
+def term_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float, rtol: float,
+              counts: Mapping[int, str] | None = None) -> str:
     """The note when the TF2 loss is TF1's with one term's coefficient changed to a round
     number (:func:`loss_terms`; the coefficient each term would need, from the gap, within
-    what the two losses' rounding allows), and no other term explains the gap so; ''
-    otherwise."""
+    what the two losses' rounding allows), or scaled by a quotient of two of the batch's
+    ``counts`` (:func:`batch_counts`: one side's mean divides by another count), and no
+    other term explains the gap so; '' otherwise."""
     terms = [(c, x) for c, x in loss_terms(tf1.loss) if x.shape.rank == 0]
     if len(terms) < 2:
         return ""
@@ -315,11 +367,17 @@ def term_hint(tf1: TF1Side, tf1_loss: float, tf2_loss: float, rtol: float) -> st
         new = _named_change(c + gap / v, tol, c)
         new = _round(c + gap / v, tol, c) if new is None else new
         if new is not None and new != c:
-            found.append((c, x, v, new))
+            found.append((c, x, v, f"{new:g}", _why(c, new, x)))
+            continue
+        pair = None if not counts or tol > 1e-2 * abs(c) else count_ratio(
+            (c + gap / v) / c, counts, tol / abs(c))
+        if pair is not None:
+            found.append((c, x, v, f"{c:g} x {pair[0]}/{pair[1]}",
+                          ": " + divisor_note(*pair, counts, x)))
     if not found or len(found) > 3:
         return ""
-    told = [f"TF1's term {_term_name(tf1, x)} ({v:.6g}) {new:g} where TF1 weights it {c:g}"
-            f"{_why(c, new, x)}" for c, x, v, new in found]
+    told = [f"TF1's term {_term_name(tf1, x)} ({v:.6g}) {new} where TF1 weights it {c:g}{why}"
+            for c, x, v, new, why in found]
     if len(told) == 1:
         return f"the TF2 loss weights {told[0]}"
     return ("the gap fits more than one term's coefficient changed, so the loss alone cannot "
