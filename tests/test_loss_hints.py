@@ -304,13 +304,13 @@ class MaskedLosses:
     """TF1 code on tf.compat.v1.losses: pg = sparse_softmax_cross_entropy(weights=adv *
     mask), whose default reduction divides by the nonzero weights."""
 
-    def __init__(self):
+    def __init__(self, dtype=tf.float32):
         tf1.set_random_seed(0)
-        self.obs = tf1.placeholder(tf.float32, [None, 3], name="obs")
+        self.obs = tf1.placeholder(dtype, [None, 3], name="obs")
         self.act = tf1.placeholder(tf.int32, [None], name="act")
-        self.adv = tf1.placeholder(tf.float32, [None], name="adv")
-        self.mask = tf1.placeholder(tf.float32, [None], name="mask")
-        w = tf1.get_variable("pi/kernel", [3, 2])
+        self.adv = tf1.placeholder(dtype, [None], name="adv")
+        self.mask = tf1.placeholder(dtype, [None], name="mask")
+        w = tf1.get_variable("pi/kernel", [3, 2], dtype)
         self.logits = tf.matmul(self.obs, w)
         self.pg = tf1.losses.sparse_softmax_cross_entropy(self.act, self.logits,
                                                           weights=self.adv * self.mask)
@@ -343,3 +343,31 @@ def test_a_mean_over_all_rows_where_tf1s_losses_divide_by_the_nonzero_weights_is
         "TF2Program's 'pg' is TF1Program's x 6/8: TF1's divides by 6 (the nonzero entries of "
         "inputs['mask']"), bad.note
     assert "(Reduction.SUM_BY_NONZERO_WEIGHTS)" in bad.note
+
+
+def test_tf1_losses_float32_rounding_in_a_float64_graph_is_named_not_blamed_on_the_port():
+    # tf.compat.v1.losses cast the losses and weights to float32 and back: a faithful
+    # float64 port parts by float32 rounding (about 1e-7 relative)
+    from pgtwin.parity.code_parity import compare_programs
+    from pgtwin.parity.programs import TF1Program, TF2Program
+    rng = np.random.default_rng(4)
+    batch = {"obs": rng.normal(size=(8, 3)), "act": rng.integers(0, 2, 8),
+             "adv": rng.normal(size=8) + 3.0, "mask": np.array([1.0] * 6 + [0.0] * 2)}
+    kernel = keras.layers.Dense(2, use_bias=False, name="pi", dtype="float64")
+
+    def loss(agent, b):
+        logits = agent(b["obs"])
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(b["act"], tf.int32), logits=logits)
+        weights = b["adv"] * b["mask"]
+        pg = tf.reduce_sum(ce * weights) / tf.cast(tf.math.count_nonzero(weights), tf.float64)
+        return {"loss": pg, "logits": logits, "pg": pg}
+    tf1_program = TF1Program(build=lambda: MaskedLosses(tf.float64), loss="pg",
+                             outputs={"pg": "pg", "logits": "logits"},
+                             feeds={k: k for k in batch})
+    report = compare_programs(tf1_program, TF2Program(build=lambda: kernel, loss=loss), batch,
+                              steps=0)
+    bad = report.first_failure
+    assert bad is not None and bad.max_rel < 1e-5, report.to_table()
+    assert bad.note.startswith("TF1's graph rounds float64 to float32 on the way "
+                               "(sparse_softmax_cross_entropy_loss/"), bad.note

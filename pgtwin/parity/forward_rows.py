@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin.parity.flatten_order import flatten_order_hint
+from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, Row, compare_arrays
 from pgtwin.parity.loss_hints import (batch_counts, count_ratio, divisor_note, minimised_hint,
                                       ratio_hint, regularization_hint, softmax_hint, term_hint)
@@ -39,6 +40,8 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
         hint = flatten_order_hint(legacy, eager, legacy_out, *tol["outputs"])
         rows = [r if r.ok or r.note or not hint else
                 Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
+    rows = [_rounded_row(r, legacy.outputs.get(r.item)) if not r.ok and not r.note else r
+            for r in rows]
     counts = batch_counts(fed)
     rows = [_scalar_count_row(r, legacy_out, eager_out, counts, tol["outputs"][0], legacy)
             if not r.ok and not r.note else r for r in rows]
@@ -99,7 +102,8 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
     a, b = float(a), float(b)
     sizes = [s for x in fed.values() for s in np.shape(x)[:2]]
     sizes += [int(np.prod(np.shape(x)[:2])) for x in fed.values() if np.ndim(x) >= 2]
-    hint = (precision or minimised_hint(legacy, b, max(rtol, 1e-6) * 10)
+    hint = (precision or _rounded_row(row, legacy.loss).note
+            or minimised_hint(legacy, b, max(rtol, 1e-6) * 10)
             or ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10)
             or regularization_hint(legacy, a, b)
             or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a)
@@ -131,6 +135,29 @@ def _precision_hint(tf1_dtype: np.dtype, tf2_dtype: np.dtype) -> str:
             f"keras.config.floatx(), float32 unless set, whatever its inputs' dtype): call "
             f"keras.config.set_floatx({tf1_dtype.name!r}) before the model is built, or "
             "compute the loss from the model's outputs yourself")
+
+
+ROUNDING = 1e-5
+"""The largest relative gap that TF1's own float32 rounding in a float64 graph explains."""
+
+
+def _rounded_row(row: Row, tf1_tensor: tf.Tensor | None) -> Row:
+    """A float64 row that parts by less than :data:`ROUNDING`, told where TF1's graph casts
+    float64 to float32 on the way to ``tf1_tensor`` (``tf.compat.v1.losses`` compute their
+    weighted loss in float32 whatever the graph's dtype): that rounding, not the port, is
+    the gap; ``row`` unchanged otherwise."""
+    if tf1_tensor is None or row.ok or row.max_rel > ROUNDING:
+        return row
+    casts = [op.name for op in upstream_ops(tf1_tensor) if op.type == "Cast"
+             and op.get_attr("SrcT") == tf.float64 and op.get_attr("DstT") == tf.float32]
+    if not casts:
+        return row
+    return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
+               f"TF1's graph rounds float64 to float32 on the way ({', '.join(casts[:2])}"
+               f"{', ...' if len(casts) > 2 else ''}; tf.compat.v1.losses compute their "
+               "weighted loss in float32 whatever the graph's dtype): a gap this small is that "
+               "rounding, not the port. Round the same way on the TF2 side (cast to float32 "
+               "there and back), or compare in float32", row.context)
 
 
 def _scalar_count_row(row: Row, legacy_out: Mapping[str, np.ndarray],
