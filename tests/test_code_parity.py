@@ -229,8 +229,10 @@ def test_learning_rates_are_compared_again_before_every_step():
     assert (first.item, "step 2/3" in first.context) == ("optimizer.learning_rate", True)
     assert "TF1's learning rate is 0.01 and SGD's 0.00707107" in first.note
     assert first.note.endswith("the schedules differ: TF1's rate is tf.compat.v1.train."
-                               "exponential_decay, the Keras optimizer's is ExponentialDecay; "
-                               "compare their decay_steps, decay_rate and staircase"), first.note
+                               "exponential_decay, the Keras optimizer's is ExponentialDecay("
+                               "initial_learning_rate=0.01, decay_steps=2, decay_rate=0.5, "
+                               "staircase=False); compare their decay_steps, decay_rate and "
+                               "staircase"), first.note
 
 
 def test_a_schedule_that_differs_is_named_by_each_sides_schedule():

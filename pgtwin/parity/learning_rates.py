@@ -47,6 +47,16 @@ def learning_rate_row(tf1_rate: float | None, optimizer: Any, where: str,
                f"after the same steps: {why}", where)
 
 
+def _with_settings(schedule: Any) -> str:
+    """A Keras schedule as it would be written: ``ExponentialDecay(initial_learning_rate=
+    0.001, decay_steps=2, decay_rate=0.5, staircase=False)`` (its config, but its name)."""
+    try:
+        config = {k: v for k, v in schedule.get_config().items() if k != "name"}
+    except (NotImplementedError, TypeError, AttributeError):
+        config = {}
+    return f"{type(schedule).__name__}({', '.join(f'{k}={v!r}' for k, v in config.items())})"
+
+
 def _schedules_differ(schedules: list[str], keras_rate: Any) -> str:
     """Why the rates part where no placeholder feeds TF1's: the schedules differ, named by
     TF1's (``TF1_SCHEDULES``) and the Keras optimizer's (``keras_rate``, what Keras 3 and
@@ -61,7 +71,7 @@ def _schedules_differ(schedules: list[str], keras_rate: Any) -> str:
     tf1_name, keras_name, settings = TF1_SCHEDULES[schedules[0]]
     mine = (f"the Keras optimizer's rate is fixed: give it "
             f"keras.optimizers.schedules.{keras_name}" if not keras else
-            f"the Keras optimizer's is {keras}" + ("" if keras == keras_name else
-                                                  f", where {keras_name} computes TF1's"))
+            f"the Keras optimizer's is {_with_settings(keras_rate)}" + (
+                "" if keras == keras_name else f", where {keras_name} computes TF1's"))
     return (f"the schedules differ: TF1's rate is tf.compat.v1.train.{tf1_name}, {mine}; "
             f"compare their {settings}")
