@@ -371,3 +371,40 @@ def test_tf1_losses_float32_rounding_in_a_float64_graph_is_named_not_blamed_on_t
     assert bad is not None and bad.max_rel < 1e-5, report.to_table()
     assert bad.note.startswith("TF1's graph rounds float64 to float32 on the way "
                                "(sparse_softmax_cross_entropy_loss/"), bad.note
+
+
+@pytest.mark.parametrize("zero_advantage", [False, True])
+def test_a_batch_that_cannot_tell_nonzero_weights_from_the_mask_is_warned(zero_advantage):
+    # TF1 divides by the nonzero entries of adv * mask: 6 of 8 rows where every advantage
+    # is nonzero, which is also sum(mask), so a port dividing by sum(mask) would pass; with
+    # one real row's advantage 0 the counts differ (5 against 6) and the batch tells them
+    from pgtwin.parity.code_parity import compare_programs
+    from pgtwin.parity.programs import TF1Program, TF2Program
+    rng = np.random.default_rng(4)
+    adv = rng.normal(size=8) + 3.0
+    if zero_advantage:
+        adv[2] = 0.0
+    batch = {"obs": rng.normal(size=(8, 3)), "act": rng.integers(0, 2, 8), "adv": adv,
+             "mask": np.array([1.0] * 6 + [0.0] * 2)}
+    kernel = keras.layers.Dense(2, use_bias=False, name="pi")
+
+    def loss(agent, b):
+        logits = agent(tf.cast(b["obs"], tf.float32))
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(b["act"], tf.int32), logits=logits)
+        weights = tf.cast(b["adv"] * b["mask"], tf.float32)
+        pg = tf.reduce_sum(ce * weights) / tf.cast(tf.math.count_nonzero(weights), tf.float32)
+        return {"loss": pg, "logits": logits}
+    report = compare_programs(TF1Program(build=MaskedLosses, loss="pg",
+                                         outputs={"logits": "logits"},
+                                         feeds={k: k for k in batch}),
+                              TF2Program(build=lambda: kernel, loss=loss), batch, steps=0)
+    assert report.ok, report.to_table()
+    warned = [r for r in report.warnings if r.item == "nonzero weights"]
+    if zero_advantage:
+        assert not warned
+    else:
+        [row] = warned
+        assert row.note.startswith("WARNING TF1's sparse_softmax_cross_entropy_loss divides by "
+                                   "its nonzero weights, 6 on this batch, which is also the "
+                                   "ones of inputs['mask']"), row.note

@@ -17,7 +17,8 @@ from pgtwin.parity.flatten_order import flatten_order_hint
 from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, Row, compare_arrays
 from pgtwin.parity.loss_hints import (batch_counts, count_ratio, divisor_note, minimised_hint,
-                                      ratio_hint, regularization_hint, softmax_hint, term_hint)
+                                      ratio_hint, regularization_hint, softmax_hint, term_hint,
+                                      untested_reduction_note)
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import output_rows
 from pgtwin.parity.tf1_side import TF1Side
@@ -57,6 +58,9 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
                    "return them from the TF2 loss under the same keys to see which parts",
                    ctx)
     rows.append(loss)
+    untested = untested_reduction_note(legacy, fed) if loss.ok else ""
+    if untested:
+        rows.append(Row("loss", "nonzero weights", 0.0, 0.0, True, untested, ctx))
     return with_randomness(rows, legacy, eager, legacy_out, eager_out)
 
 

@@ -312,6 +312,39 @@ def batch_counts(fed: Mapping[str, np.ndarray]) -> dict[int, str]:
             for n, what in found.items()}
 
 
+def untested_reduction_note(tf1: TF1Side, fed: Mapping[str, np.ndarray]) -> str:
+    """Where TF1's loss divides by a count of nonzero weights (``tf.compat.v1.losses``'
+    ``num_present``, their default reduction) that on this batch equals the rows or a 0/1
+    input's ones: a port that divides by that count instead passes on it (a helper's port
+    dividing by ``sum(mask)`` passed, and failed on a batch with an advantage of 0), so
+    the warning says to compare on a batch where they differ; '' otherwise."""
+    present = [op.outputs[0] for op in upstream_ops(tf1.loss)
+               if op.name.split("/")[-1] == "num_present" and op.type == "Sum"]
+    if not present:
+        return ""
+    arrays = {k: np.asarray(v) for k, v in fed.items() if np.ndim(v) >= 1}
+    plain = {int(a.shape[0]): (f"the rows of inputs[{k!r}]", None) for k, a in arrays.items()}
+    plain.update({int(np.count_nonzero(a)): (f"the ones of inputs[{k!r}]", k)
+                  for k, a in arrays.items() if a.size and np.isin(a, (0, 1)).all()})
+    for tensor, n in zip(present, tf1.session.run(present, tf1.feed)):
+        if int(n) not in plain:
+            continue
+        what, key = plain[int(n)]
+        # the Sum counts broadcast_weights = (weights != 0) * ones_like(losses): its first
+        # input's inputs are the weights (the losses only give the shape)
+        counted = tensor.op.inputs[0]
+        ops = set(upstream_ops(counted.op.inputs[0] if counted.op.type == "Mul" else counted,
+                               control=False))  # not the shape checks' control inputs
+        # weights that are that 0/1 input itself (a value loss weighted by the mask), or a
+        # constant, always count the same: only other inputs in the weights can differ
+        if {k for k, p in tf1.placeholders.items() if p.op in ops} - {key}:
+            return (f"WARNING TF1's {tensor.op.name.rsplit('/', 1)[0]} divides by its "
+                    f"nonzero weights, {int(n)} on this batch, which is also {what}: a port "
+                    "that divides by that instead passes here. Compare on a batch where some "
+                    "weights are 0 on those rows too (an advantage of exactly 0)")
+    return ""
+
+
 def count_ratio(ratio: float, counts: Mapping[int, str], rtol: float
                 ) -> tuple[int, int] | None:
     """``(p, q)``: two different counts of the batch whose quotient ``p / q`` is ``ratio``
