@@ -408,3 +408,39 @@ def test_a_batch_that_cannot_tell_nonzero_weights_from_the_mask_is_warned(zero_a
         assert row.note.startswith("WARNING TF1's sparse_softmax_cross_entropy_loss divides by "
                                    "its nonzero weights, 6 on this batch, which is also the "
                                    "ones of inputs['mask']"), row.note
+
+
+class MaskedValue:
+    """TF1: vf = mean_squared_error(ret, v, weights=mask), v = obs @ w."""
+
+    def __init__(self):
+        tf1.set_random_seed(0)
+        self.obs = tf1.placeholder(tf.float32, [None, 3], name="obs")
+        self.ret = tf1.placeholder(tf.float32, [None], name="ret")
+        self.mask = tf1.placeholder(tf.float32, [None], name="mask")
+        self.v = tf.squeeze(tf.matmul(self.obs, tf1.get_variable("v/kernel", [3, 1])), 1)
+        self.vf = tf1.losses.mean_squared_error(self.ret, self.v, weights=self.mask)
+
+
+def test_an_output_the_tf2_side_computes_without_the_mask_is_named_by_a_replay():
+    # the port's value loss averages the 2 padded steps too: TF1 run again with mask all
+    # ones gives the port's value exactly
+    from pgtwin.parity.code_parity import compare_programs
+    from pgtwin.parity.programs import TF1Program, TF2Program
+    rng = np.random.default_rng(5)
+    batch = {"obs": rng.normal(size=(8, 3)), "ret": rng.normal(size=8),
+             "mask": np.array([1.0] * 6 + [0.0] * 2)}
+    kernel = keras.layers.Dense(1, use_bias=False, name="v")
+
+    def loss(agent, b):
+        v = tf.squeeze(agent(tf.cast(b["obs"], tf.float32)), 1)
+        vf = tf.reduce_mean(tf.square(tf.cast(b["ret"], tf.float32) - v))
+        return {"loss": vf, "v": v, "vf": vf}
+    report = compare_programs(TF1Program(build=MaskedValue, loss="vf",
+                                         outputs={"v": "v", "vf": "vf"},
+                                         feeds={k: k for k in batch}),
+                              TF2Program(build=lambda: kernel, loss=loss), batch, steps=0)
+    bad = report.first_failure
+    assert (bad.rung, bad.item) == ("outputs", "vf"), report.to_table()
+    assert bad.note.startswith("the TF2 'vf' is TF1's with inputs['mask'] all ones: the TF2 "
+                               "side leaves 'mask' out of it"), bad.note

@@ -46,9 +46,10 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
     counts = batch_counts(fed)
     rows = [_scalar_count_row(r, legacy_out, eager_out, counts, tol["outputs"][0], legacy)
             if not r.ok and not r.note else r for r in rows]
+    loss = loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx)
+    rows, loss = _ignored_mask_rows(rows + [loss], legacy, eager_out, fed, tol["outputs"])
     agreed = sorted(r.item for r in rows if r.ok)
     rows = [_parts_past(r, agreed) if not r.ok and not r.note and agreed else r for r in rows]
-    loss = loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx)
     if not loss.ok and rows and len(agreed) == len(rows) and \
             loss.note.startswith(LOSS_VALUES_PREFIX):
         loss = Row(loss.rung, loss.item, loss.max_abs, loss.max_rel, False,
@@ -143,6 +144,31 @@ def _precision_hint(tf1_dtype: np.dtype, tf2_dtype: np.dtype) -> str:
 
 ROUNDING = 1e-5
 """The largest relative gap that TF1's own float32 rounding in a float64 graph explains."""
+
+
+def _ignored_mask_rows(rows: list[Row], legacy: TF1Side, eager_out: Mapping[str, np.ndarray],
+                       fed: Mapping[str, np.ndarray], tol: tuple[float, float]
+                       ) -> tuple[list[Row], Row]:
+    """``(output rows, loss row)`` of ``rows`` (the loss last), those that part with no cause
+    told where TF1 run again with a 0/1 input (a mask) replaced by ones gives the TF2
+    value: the TF2 side leaves that input out there (a value loss without its mask)."""
+    silent = [r for r in rows if not r.ok and (not r.note
+                                               or r.note.startswith(LOSS_VALUES_PREFIX))]
+    masks = [k for k, v in fed.items() if np.ndim(v) >= 1 and np.size(v)
+             and np.isin(v, (0, 1)).all() and not np.all(np.asarray(v) == 1)
+             and np.asarray(v).dtype.kind == "f"]
+    for key in masks if silent else []:
+        replayed = legacy.run({key: np.ones_like(fed[key])})
+        for r in silent:
+            if r.item in replayed and r.item in eager_out and compare_arrays(
+                    r.rung, r.item, replayed[r.item], eager_out[r.item], *tol, "").ok:
+                what = "loss" if r.item == "loss" else repr(r.item)
+                note = (f"the TF2 {what} is TF1's with inputs[{key!r}] all ones: the TF2 side "
+                        f"leaves {key!r} out of it (a padded step counted as a real one): "
+                        f"weight by {key!r} there as TF1 does")
+                rows = [Row(x.rung, x.item, x.max_abs, x.max_rel, False, note, x.context)
+                        if x is r else x for x in rows]
+    return rows[:-1], rows[-1]
 
 
 def _rounded_row(row: Row, tf1_tensor: tf.Tensor | None) -> Row:

@@ -424,11 +424,17 @@ class TF1Side:
         return "+".join(kinds) or "constant"
 
     # ------------------------------------------------------------------ running
-    def run(self) -> dict[str, np.ndarray]:
+    def run(self, replaced: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """``{"loss": ..., output key: ...}`` on the inputs (the state left as it was: a
-        loss with the update ops as control inputs would move it)."""
+        loss with the update ops as control inputs would move it); ``replaced``: inputs
+        fed in place of the batch's, by feed key (a replay)."""
+        fetches = {"loss": self.loss, **self.outputs}
         with state_kept(self):
-            return self._run({"loss": self.loss, **self.outputs})
+            if not replaced:
+                return self._run(fetches)
+            with _named_feeds():
+                return self.session.run(fetches, {**self.feed, **{
+                    self.placeholders[k]: v for k, v in replaced.items()}})
 
     def gradients(self) -> dict[str, np.ndarray | None]:
         """``{name: d loss / d variable}``; None where ``tf.gradients`` gives None."""
