@@ -242,19 +242,20 @@ def test_a_tf2_loss_computed_in_float32_in_a_float64_comparison_is_named_with_fl
 
 
 def _l2_program(regularizer):
-    """A TF1 loss pg + regularizer(w), pg = 1.0 fed, w = [[1, 2], [3, 4]] fed: sum(w^2) =
-    30, so tf.nn.l2_loss(w) = 15."""
+    """A TF1 loss pg + regularizer(w), pg = 1.0 fed, the variable w = [[1, 2], [3, 4]]:
+    sum(w^2) = 30, so tf.nn.l2_loss(w) = 15."""
     graph = tf.Graph()
     with graph.as_default():
         tf1.set_random_seed(0)
         pg = tf1.placeholder(tf.float32, [], name="pg")
-        w = tf1.placeholder(tf.float32, [2, 2], name="w")
+        w = tf1.get_variable("w", initializer=tf.constant([[1.0, 2.0], [3.0, 4.0]]))
         reg = regularizer(w)
         tf1.add_to_collection(tf1.GraphKeys.REGULARIZATION_LOSSES, reg)
         loss = pg + reg
+        init = tf1.global_variables_initializer()
     session = tf1.Session(graph=graph)
-    return SimpleNamespace(loss=loss, session=session, graph=graph,
-                           feed={pg: 1.0, w: np.array([[1.0, 2.0], [3.0, 4.0]])}, obj={})
+    session.run(init)
+    return SimpleNamespace(loss=loss, session=session, graph=graph, feed={pg: 1.0}, obj={})
 
 
 def test_an_l2_loss_term_doubled_in_float32_is_named_with_keras_l2s_factor():
@@ -444,3 +445,48 @@ def test_an_output_the_tf2_side_computes_without_the_mask_is_named_by_a_replay()
     assert (bad.rung, bad.item) == ("outputs", "vf"), report.to_table()
     assert bad.note.startswith("the TF2 'vf' is TF1's with inputs['mask'] all ones: the TF2 "
                                "side leaves 'mask' out of it"), bad.note
+
+
+def test_a_halved_term_that_reads_the_batch_is_no_regulariser():
+    # a log-density squares (a - mu)^2 too; halved (a mean over 2 action dimensions where
+    # TF1 sums) it got the L2 regularizer's fix. A term that reads a placeholder is no
+    # penalty on the weights.
+    program = _actor_critic(tf.float64)
+    try:
+        note = term_hint(program, 3.493, 3.493 - 0.75, 1e-9)  # pg 1.5 halved
+    finally:
+        program.session.close()
+    assert note == "the TF2 loss weights TF1's term pg (1.5) 0.5 where TF1 weights it 1: halved"
+
+
+@pytest.mark.parametrize("values,want", [
+    # a scalar entropy without 0.5 log(2 pi e) = 1.4189 per dimension, 2 dimensions
+    ((1.0, 1.0 - 2 * 0.5 * np.log(2 * np.pi * np.e)),
+     "TF2Program's 'ent' is TF1Program's - 2.838, all of it: a constant term on one side "
+     "only (2.838 is 2 x 0.5 log(2 pi e), the Gaussian entropy's constant per action "
+     "dimension)"),
+    # two arbitrary numbers: no known constant, no note
+    ((1.0, 0.75), ""),
+])
+def test_a_scalar_a_gaussian_constant_apart_is_named(values, want):
+    [row] = output_rows({"ent": np.array(values[0])}, {"ent": np.array(values[1])}, 1e-5, 1e-6,
+                        "", sides=("TF1Program", "TF2Program"))
+    assert not row.ok and row.note == want
+
+
+def test_a_loss_gap_the_gradients_do_not_see_is_told_a_constant_term():
+    # the port adds 0.7 to its loss: the loss rows part, every gradient agrees
+    from pgtwin.parity.code_parity import CONSTANT_GAP, compare_programs
+    from pgtwin.parity.programs import TF2Program
+    from tests import user_programs as up
+    base = up.tf2_program("float64")
+
+    def loss(agent, batch):
+        out = base.loss(agent, batch)
+        return {**out, "loss": out["loss"] + 0.7}
+    report = compare_programs(up.tf1_program("float64"),
+                              TF2Program(build=base.build, loss=loss, model="model"),
+                              up.make_batch(), steps=0)
+    row = report.first_failure
+    assert row.rung == "loss" and row.note.endswith(CONSTANT_GAP), report.to_table()
+    assert all(r.ok for r in report.rows if r.rung == "gradients")

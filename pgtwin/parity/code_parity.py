@@ -184,7 +184,9 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     report.rows.extend(forward_rows(legacy, eager, legacy_out, eager_out, fed, tol, ctx))
     tf1_grads, tf2_grads = legacy.gradients(), {n: eager_grads[to_tf2[n]] for n in to_tf2}
     forward_ok = all(r.ok for r in report.rows if r.rung in ("outputs", "loss"))
-    report.rows.extend(gradient_rows(tf1_grads, tf2_grads, *tol["gradients"], ctx, forward_ok))
+    grads = gradient_rows(tf1_grads, tf2_grads, *tol["gradients"], ctx, forward_ok)
+    report.rows = _constant_loss_gap(report.rows, grads)
+    report.rows.extend(grads)
     stuck = {n for n in to_tf2 if tf2_grads[n] is None and tf1_grads[n] is not None}
     if steps:
         earlier_ok = all(r.ok for r in report.rows if r.rung in ("outputs", "loss",
@@ -194,6 +196,21 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
                                          stuck=stuck, grad_tol=tol["gradients"],
                                          earlier_ok=earlier_ok))
     return report
+
+
+CONSTANT_GAP = ("; the gradients agree, so the gap does not depend on the weights: a "
+                "constant term (a log-density's 0.5 log(2 pi), an entropy's 0.5 log(2 pi e)) "
+                "that training does not see, only the logged loss")
+"""Added to a loss row that parts where every gradient row passes."""
+
+
+def _constant_loss_gap(rows: list[Row], grads: list[Row]) -> list[Row]:
+    """``rows`` with the failing loss row told :data:`CONSTANT_GAP` where every one of the
+    gradient rows ``grads`` passed."""
+    if not grads or not all(g.ok for g in grads):
+        return rows
+    return [Row(r.rung, r.item, r.max_abs, r.max_rel, False, r.note + CONSTANT_GAP, r.context)
+            if r.rung == "loss" and r.item == "loss" and not r.ok else r for r in rows]
 
 
 FROZEN_IN_EFFECT = ("compared as state: trainable, but TF1's train_op never updates it (no "

@@ -422,8 +422,11 @@ def _why(c: float, new: float, x: tf.Tensor) -> str:
     """What a coefficient ``c`` of TF1's term ``x`` changed to ``new`` on the TF2 side
     likely is."""
     types = {op.type for op in upstream_ops(x)}
-    l2_loss = "L2Loss" in types  # tf.nn.l2_loss: sum(w^2) / 2
-    squares = not l2_loss and "Square" in types  # a Keras l2 regularizer: sum(w^2)
+    # a regulariser reads the weights only: a term that reads a placeholder is no penalty
+    # (a Gaussian log-density squares too)
+    weights_only = not any(t.startswith("Placeholder") for t in types)
+    l2_loss = weights_only and "L2Loss" in types  # tf.nn.l2_loss: sum(w^2) / 2
+    squares = weights_only and not l2_loss and "Square" in types  # Keras' l2: sum(w^2)
     return (": a term left out of the TF2 loss" if new == 0.0 else
             ": counted twice, or its coefficient doubled" + (L2_TWICE if l2_loss else "")
             if new == 2 * c else

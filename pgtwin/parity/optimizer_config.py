@@ -345,9 +345,10 @@ def _clipping_row(key: str, value: float, tf1_clip: tuple[str, str] | None,
                    f"TF1 clips the gradients {what} at {tf1_clip_at:g} in its graph and "
                    f"{keras_name} has {key}={value:g}: write {key}={_short(tf1_clip_at)}",
                    context)
+    at = "" if tf1_clip_at is None else f"={_short(tf1_clip_at)}"
     return Row("weights", item, float("inf"), float("inf"), False,
                f"TF1 clips the gradients {what} in its graph and {keras_name} has "
-               f"{key}={value:g}: use {setting} (clipnorm clips each gradient by its own norm, "
+               f"{key}={value:g}: use {setting}{at} (clipnorm clips each gradient by its own norm, "
                "global_clipnorm all of them together, as tf.clip_by_global_norm)", context)
 
 

@@ -31,9 +31,12 @@ def with_layer_hints(rows: list[Row], legacy: TF1Side, eager: TF2Side) -> list[R
     (:mod:`pgtwin.parity.layer_hints`)."""
     if all(r.ok or r.note for r in rows):
         return rows
+    # a failing row with a cause of its own (a constant added after an activation) explains
+    # the rows it feeds better than a count of activations, which the port may call itself
+    told = any(not r.ok and r.note for r in rows)
     hint = batch_norm_hint(tf1_batch_norm_epsilons(legacy.loss),
-                           keras_batch_norm_epsilons(eager.layers())) or _activation_hint(
-        rows, legacy, eager) or _mode_hint(legacy, eager)
+                           keras_batch_norm_epsilons(eager.layers())) or (
+        "" if told else _activation_hint(rows, legacy, eager)) or _mode_hint(legacy, eager)
     return [r if r.ok or r.note or not hint else
             Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
 

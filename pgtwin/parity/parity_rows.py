@@ -63,13 +63,13 @@ def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str])
                 "layers before the output pass nothing on (a Dropout given keep_prob as its "
                 "rate drops everything at keep_prob 1; a ReLU dead on every input?)")
     offset = _common_offset(a, b)
+    if offset is None and np.size(a) == 1 and np.size(b) == 1:  # one number: only a known
+        gap = float(np.ravel(b)[0]) - float(np.ravel(a)[0])   # constant tells anything
+        offset = gap if _gaussian_constant(gap) else None
     if offset is not None:
-        halves = abs(offset) / HALF_LOG_2PI
-        known = (f" ({abs(offset):.4g} is {round(halves)} x 0.5 log(2 pi), the Gaussian "
-                 "log-density's constant per action dimension)"
-                 if round(halves) >= 1 and abs(halves - round(halves)) < 1e-3 else "")
         return (f"{sides[1]}'s {key!r} is {sides[0]}'s {'+' if offset > 0 else '-'} "
-                f"{abs(offset):.4g}, all of it: a constant term on one side only{known}")
+                f"{abs(offset):.4g}, all of it: a constant term on one side only"
+                f"{_gaussian_constant(offset)}")
     # any two single numbers are one factor apart: it tells something from two or more
     factor = common_factor(a, b, 1e-4) if np.size(a) > 1 else None
     bessel = None if factor is None else _bessel(factor, np.shape(a))
@@ -146,6 +146,22 @@ def tf_keras_rows(objects: list[str], ctx: str) -> list[Row]:
 HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 """The constant of a unit Gaussian's log-density, per dimension, that hand-written
 log-probabilities leave out."""
+
+GAUSSIAN_CONSTANTS = ((HALF_LOG_2PI, "0.5 log(2 pi), the Gaussian log-density's constant"),
+                      (0.5 * float(np.log(2.0 * np.pi * np.e)),
+                       "0.5 log(2 pi e), the Gaussian entropy's constant"))
+"""The per-dimension constants hand-written Gaussian log-densities and entropies leave out."""
+
+
+def _gaussian_constant(offset: float) -> str:
+    """`` (2.838 is 2 x 0.5 log(2 pi e), ...)`` where ``offset`` is a whole number (1 to 64)
+    of one of :data:`GAUSSIAN_CONSTANTS` (per action dimension, times a coefficient of 1),
+    to 1e-4 of it; '' otherwise."""
+    for constant, what in GAUSSIAN_CONSTANTS:
+        k = abs(offset) / constant
+        if 1 <= round(k) <= 64 and abs(k - round(k)) < 1e-4 * k:
+            return (f" ({abs(offset):.4g} is {round(k)} x {what} per action dimension)")
+    return ""
 
 
 def _common_offset(a: np.ndarray, b: np.ndarray) -> float | None:
