@@ -289,6 +289,7 @@ def test_the_cli_writes_into_the_users_model(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "pi/fc1/weights" in out and "parity OK" in out and "iterations 2" in out
+    assert "note: without --tf1" not in out  # with it, the forward pass was compared
     # the printed way to restore it, done as it says: every value restored (assert_consumed)
     assert (f"restore it with status = tf.train.Checkpoint(model=model, optimizer=optimizer)"
             f".restore({dst!r}), then optimizer.build(model.trainable_variables) before "
@@ -769,3 +770,42 @@ def test_the_state_check_steps_both_rules_on_gradients_no_clipping_changes(tmp_p
     # TF1's graph clips nothing: the Keras clipping is told as a warning
     [warned] = [r for r in result.report.rows if r.item == f"optimizer.{next(iter(clip))}"]
     assert warned.note.startswith("WARNING"), warned.note
+
+
+def test_a_checkpoint_a_renaming_saver_wrote_is_told_so_with_tf1(tmp_path):
+    # Saver({'policy/fc/w': w, ...}) writes its own keys: the program's names are missing,
+    # variables of their shapes are there. The message said to rebuild with other layer
+    # sizes or scopes, which cannot help.
+    batch = make_batch()
+    graph = tf.Graph()
+    with graph.as_default():
+        agent = TF1Policy()
+        renamed = {f"old/{v.op.name.replace('/', '_')}": v for v in tf1.trainable_variables()}
+        src = tf1.train.Saver(renamed).save(agent.sess, str(tmp_path / "renamed" / "ckpt"))
+    with pytest.raises(UserCheckpointError) as err:
+        convert_user_checkpoint(src, str(tmp_path / "tf2" / "ckpt"), tf1_program(),
+                                tf2_program(), batch)
+    assert "the checkpoint holds variables of those shapes under other names, as a Saver " \
+           "given a var_list dict" in str(err.value), str(err.value)
+    assert str(err.value).endswith("Nothing was written.")
+
+
+def test_a_global_step_no_setting_needs_is_said_where_iterations_stays_0(tmp_path, capsys):
+    # RMSProp's rule reads no step count, so iterations stays 0; a loop that counted with
+    # TF1's global_step (MonitoredTrainingSession's StopAtStepHook) may read it: the note
+    # gives the step. Without --tf1, the output says what went unchecked.
+    from pgtwin.migrate.user_checkpoint import _step_left_note
+    assert _step_left_note({"global_step": np.asarray(20, np.int64)}) == [
+        "optimizer.iterations left at 0, where TF1's global_step was 20: the optimizer's rule "
+        "reads no step count, but a loop or schedule of yours may: assign "
+        "optimizer.iterations (20) after the restore if it does"]
+    assert _step_left_note({"global_step": np.asarray(0, np.int64)}) == []
+    assert _step_left_note({"pi/w": np.zeros(2)}) == []
+    batch = make_batch()
+    _, _, src = trained_tf1(tmp_path, batch)
+    np.savez(tmp_path / "batch.npz", **batch)
+    argv = ["convert-checkpoint", src, str(tmp_path / "tf2" / "ckpt"), "--tf2",
+            "tests.test_user_checkpoint:tf2_factory", "--inputs", str(tmp_path / "batch.npz")]
+    assert main(argv) == 0
+    assert "note: without --tf1 the outputs, loss and optimizer settings were not compared" \
+        in capsys.readouterr().out

@@ -229,6 +229,8 @@ def convert_user_checkpoint(
                                            guessed=legacy is None)
                 if slot_state is not None:
                     _load_slot_state(eager, mapping, slot_state, optimizer)
+                if not steps:
+                    notes.extend(_step_left_note(values))
         objects = _checkpoint_objects(eager.model, optimizer)
         with staged_prefix(dst, overwrite) as staged:
             writer = tf.train.Checkpoint(**objects)
@@ -256,6 +258,18 @@ def convert_user_checkpoint(
 
 NOT_CONVERTED = "optimizer state not converted, started fresh: "
 """How a note of :func:`_tf1_adam` starts where the checkpoint's state is left behind."""
+
+
+def _step_left_note(values: Mapping[str, np.ndarray]) -> list[str]:
+    """The note where the checkpoint holds a ``global_step`` that no Keras setting needs
+    (no schedule, no Adam bias correction): ``iterations`` stays 0, said with the step
+    (a loop that counts with it, as code trained under MonitoredTrainingSession did, may
+    read it)."""
+    found = [int(np.asarray(v)) for n, v in values.items() if _is_global_step(n, v)]
+    return [f"optimizer.iterations left at 0, where TF1's global_step was {found[0]}: the "
+            "optimizer's rule reads no step count, but a loop or schedule of yours may: "
+            f"assign optimizer.iterations ({found[0]}) after the restore if it does"] \
+        if found and found[0] else []
 
 
 def _fresh_state_rows(notes: list[str], dtype: str) -> list[Row]:
@@ -325,13 +339,34 @@ def _restore_tf1(legacy: TF1Side, prefix: str, values: Mapping[str, np.ndarray])
     if missing:
         problems.append(f"the program's variables {missing} are not in the checkpoint "
                         f"(it holds {sorted(values)[:20]}{' ...' if len(values) > 20 else ''}): "
-                        "was it written by this program? Build it with the arguments that "
-                        "wrote the checkpoint (layer sizes, scope names)")
+                        + (RENAMED if _renamed(legacy, missing, values) else
+                           "was it written by this program? Build it with the arguments that "
+                           "wrote the checkpoint (layer sizes, scope names)"))
     if problems:
         raise UserCheckpointError(f"checkpoint {prefix} does not fit the TF1 program: "
                                   + "; ".join(problems) + ". Nothing was written.")
     with legacy.graph.as_default():
         tf1.train.Saver(var_list).restore(legacy.session, prefix)
+
+
+RENAMED = ("the checkpoint holds variables of those shapes under other names, as a Saver "
+           "given a var_list dict ({'policy/fc/w': w, ...}) writes them: with --tf1 the "
+           "checkpoint must hold the program's own names (--map pairs TF1 names with TF2 ones, "
+           "not checkpoint keys). Convert without --tf1, pairing by shape or with --map "
+           "CHECKPOINT_NAME=TF2_NAME, or restore it into your TF1 program with that Saver and "
+           "save it again with a plain tf.compat.v1.train.Saver()")
+"""The cause where the TF1 program's variables are missing from a checkpoint that holds
+others of the same shapes."""
+
+
+def _renamed(legacy: TF1Side, missing: Sequence[str], values: Mapping[str, np.ndarray]) -> bool:
+    """Whether the checkpoint holds, under names the program does not make, float variables
+    whose shapes are those of the ``missing`` ones, one for one."""
+    made = set(legacy.graph_variables())
+    others = sorted(tuple(np.shape(v)) for n, v in values.items()
+                    if n not in made and np.asarray(v).dtype.kind == "f")
+    wanted = sorted(tuple(legacy.variables[n].shape.as_list()) for n in missing)
+    return bool(wanted) and all(others.count(s) >= wanted.count(s) for s in set(wanted))
 
 
 def _checkpoint_infos(values: Mapping[str, np.ndarray], drop: Sequence[str]) -> list[VariableInfo]:

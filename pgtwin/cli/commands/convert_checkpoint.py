@@ -73,8 +73,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
                    help="optimizer of the eager agent that will restore DST (default adam)")
     p.add_argument("--optimizer-state", choices=OPTIMIZER_STATES, default="auto",
-                   help="auto: convert Adam's state if SRC has it, else start fresh; convert: "
-                        "require it; reset: drop it (default auto)")
+                   help="auto: convert the optimizer's state (Adam, Momentum, RMSProp) if SRC "
+                        "has it, else start fresh; convert: require it; reset: drop it "
+                        "(default auto)")
     p.add_argument("--learning-rate", type=float, default=None,
                    help="stored in DST and used by the agent restoring it (default: "
                         "ReinforceConfig's 1e-2)")
@@ -233,6 +234,10 @@ def _run_user(args: argparse.Namespace, parser: argparse.ArgumentParser,
                     + [f"note: {n}" for n in result.notes]
                     + ([f"not converted: {result.not_converted}"] if result.not_converted else [])))
     print(restore_hint(result.dst, result.optimizer_state != "none"))
+    if args.tf1 is None:
+        print("note: without --tf1 the outputs, loss and optimizer settings were not compared "
+              "with TF1's (only the values written, restored and one optimizer step from "
+              "them): give --tf1 to check them too")
     from pgtwin.parity.parity_rows import TF_KERAS_ITEM
 
     if any(r.item == TF_KERAS_ITEM for r in result.report.rows):
