@@ -3,24 +3,26 @@ likely cause: what ``pgtwin compare`` reports after the variables, and what
 ``convert-checkpoint --tf2 --tf1`` checks the restored model against.
 
 The notes come from :mod:`pgtwin.parity.output_notes` (a batch-norm epsilon or an activation
-that differs, a random forward pass) and :mod:`pgtwin.parity.loss_hints` (a loss a count
-apart, a regulariser only one side adds, a softmax applied twice).
+that differs, a random forward pass), :mod:`pgtwin.parity.loss_hints` (a loss a count
+apart, a regulariser only one side adds, a softmax applied twice),
+:mod:`pgtwin.parity.flatten_order` and :mod:`pgtwin.parity.row_causes` (replays and TF1's
+own rounding).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
-import tensorflow as tf
 
 from pgtwin.parity.flatten_order import flatten_order_hint
-from pgtwin.parity.graph_walk import upstream_ops
 from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, Row, compare_arrays
-from pgtwin.parity.loss_hints import (batch_counts, count_ratio, divisor_note, minimised_hint,
-                                      ratio_hint, regularization_hint, softmax_hint, term_hint,
+from pgtwin.parity.loss_hints import (batch_counts, minimised_hint, ratio_hint,
+                                      regularization_hint, softmax_hint, term_hint,
                                       untested_reduction_note)
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import output_rows
+from pgtwin.parity.row_causes import (count_note, ignored_mask_rows, rounded_note,
+                                      scalar_count_note)
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 
@@ -37,32 +39,44 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
                        sides=("TF1Program", "TF2Program"))
     rows = with_layer_hints(_with_key_notes(rows, legacy_out, eager_out, eager, ctx), legacy,
                             eager)
-    if any(not r.ok and not r.note for r in rows):
-        hint = flatten_order_hint(legacy, eager, legacy_out, *tol["outputs"])
-        rows = [r if r.ok or r.note or not hint else
-                Row(r.rung, r.item, r.max_abs, r.max_rel, False, hint, r.context) for r in rows]
-    rows = [_rounded_row(r, legacy.outputs.get(r.item)) if not r.ok and not r.note else r
-            for r in rows]
+    if any(_silent(r) for r in rows):  # one replay serves every row
+        flattened = flatten_order_hint(legacy, eager, legacy_out, *tol["outputs"])
+        rows = _told(rows, lambda r: flattened)
     counts = batch_counts(fed)
-    rows = [_scalar_count_row(r, legacy_out, eager_out, counts, tol["outputs"][0], legacy)
-            if not r.ok and not r.note else r for r in rows]
+    rows = _told(rows, lambda r: rounded_note(r, legacy.outputs.get(r.item)))
+    rows = _told(rows, lambda r: scalar_count_note(r, legacy_out, eager_out, counts,
+                                                   tol["outputs"][0], legacy))
     loss = loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx)
-    rows, loss = _ignored_mask_rows(rows + [loss], legacy, eager_out, fed, tol["outputs"])
+    *rows, loss = ignored_mask_rows(rows + [loss], legacy, eager_out, fed, tol["outputs"])
     agreed = sorted(r.item for r in rows if r.ok)
-    rows = [_parts_past(r, agreed) if not r.ok and not r.note and agreed else r for r in rows]
+    if agreed:
+        rows = _told(rows, lambda r: _parts_past(r, agreed))
     if not loss.ok and rows and len(agreed) == len(rows) and \
             loss.note.startswith(LOSS_VALUES_PREFIX):
-        loss = Row(loss.rung, loss.item, loss.max_abs, loss.max_rel, False,
-                   f"{loss.note}. The outputs agree ({', '.join(agreed)}), so the gap is in "
-                   "what each loss computes from them and the inputs: name the tensors in "
-                   "between in TF1Program.outputs (returns, advantages, log-probabilities) and "
-                   "return them from the TF2 loss under the same keys to see which parts",
-                   ctx)
+        loss = _noted(loss, f"{loss.note}. The outputs agree ({', '.join(agreed)}), so the gap "
+                            "is in what each loss computes from them and the inputs: name the "
+                            "tensors in between in TF1Program.outputs (returns, advantages, "
+                            "log-probabilities) and return them from the TF2 loss under the "
+                            "same keys to see which parts")
     rows.append(loss)
     untested = untested_reduction_note(legacy, fed) if loss.ok else ""
     if untested:
         rows.append(Row("loss", "nonzero weights", 0.0, 0.0, True, untested, ctx))
     return with_randomness(rows, legacy, eager, legacy_out, eager_out)
+
+
+def _silent(row: Row) -> bool:
+    """A row that parts and says nothing yet."""
+    return not row.ok and not row.note
+
+
+def _noted(row: Row, note: str) -> Row:
+    return Row(row.rung, row.item, row.max_abs, row.max_rel, False, note, row.context)
+
+
+def _told(rows: list[Row], note_of: Callable[[Row], str]) -> list[Row]:
+    """``rows``, each :func:`_silent` one given ``note_of(row)`` where that says something."""
+    return [_noted(r, note) if _silent(r) and (note := note_of(r)) else r for r in rows]
 
 
 def _with_key_notes(rows: list[Row], legacy_out: Mapping[str, np.ndarray],
@@ -107,26 +121,16 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
     a, b = float(a), float(b)
     sizes = [s for x in fed.values() for s in np.shape(x)[:2]]
     sizes += [int(np.prod(np.shape(x)[:2])) for x in fed.values() if np.ndim(x) >= 2]
-    hint = (precision or _rounded_row(row, legacy.loss).note
+    hint = (precision or rounded_note(row, legacy.loss)
             or minimised_hint(legacy, b, max(rtol, 1e-6) * 10)
             or ratio_hint(a, b, sizes, max(rtol, 1e-6) * 10)
             or regularization_hint(legacy, a, b)
             or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a)
-            or _count_hint("the TF2 loss is TF1's", a, b, counts, rtol, legacy.loss)
+            or count_note("the TF2 loss is TF1's", a, b, counts, rtol, legacy.loss)
             or term_hint(legacy, a, b, max(rtol, 1e-6) * 10, counts))
     digits = next((n for n in range(6, 18) if f"{a:.{n}g}" != f"{b:.{n}g}"), 17)
     return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
                hint or f"{LOSS_VALUES_PREFIX}{a:.{digits}g}, TF2 loss {b:.{digits}g}", ctx)
-
-
-def _count_hint(what: str, a: float, b: float, counts: Mapping[int, str], rtol: float,
-                tf1_tensor: tf.Tensor | None) -> str:
-    """Where ``b / a`` is the quotient of two of the batch's counts (``loss_hints.
-    batch_counts``): each side's mean divides by another count; '' otherwise."""
-    pair = None if a == 0.0 else count_ratio(b / a, counts, max(rtol, 1e-6) * 10)
-    if pair is None:
-        return ""
-    return f"{what} x {pair[0]}/{pair[1]}: {divisor_note(*pair, counts, tf1_tensor)}"
 
 
 def _precision_hint(tf1_dtype: np.dtype, tf2_dtype: np.dtype) -> str:
@@ -142,73 +146,9 @@ def _precision_hint(tf1_dtype: np.dtype, tf2_dtype: np.dtype) -> str:
             "compute the loss from the model's outputs yourself")
 
 
-ROUNDING = 1e-5
-"""The largest relative gap that TF1's own float32 rounding in a float64 graph explains."""
-
-
-def _ignored_mask_rows(rows: list[Row], legacy: TF1Side, eager_out: Mapping[str, np.ndarray],
-                       fed: Mapping[str, np.ndarray], tol: tuple[float, float]
-                       ) -> tuple[list[Row], Row]:
-    """``(output rows, loss row)`` of ``rows`` (the loss last), those that part with no cause
-    told where TF1 run again with a 0/1 input (a mask) replaced by ones gives the TF2
-    value: the TF2 side leaves that input out there (a value loss without its mask)."""
-    silent = [r for r in rows if not r.ok and (not r.note
-                                               or r.note.startswith(LOSS_VALUES_PREFIX))]
-    masks = [k for k, v in fed.items() if np.ndim(v) >= 1 and np.size(v)
-             and np.isin(v, (0, 1)).all() and not np.all(np.asarray(v) == 1)
-             and np.asarray(v).dtype.kind == "f"]
-    for key in masks if silent else []:
-        replayed = legacy.run({key: np.ones_like(fed[key])})
-        for r in silent:
-            if r.item in replayed and r.item in eager_out and compare_arrays(
-                    r.rung, r.item, replayed[r.item], eager_out[r.item], *tol, "").ok:
-                what = "loss" if r.item == "loss" else repr(r.item)
-                note = (f"the TF2 {what} is TF1's with inputs[{key!r}] all ones: the TF2 side "
-                        f"leaves {key!r} out of it (a padded step counted as a real one): "
-                        f"weight by {key!r} there as TF1 does")
-                rows = [Row(x.rung, x.item, x.max_abs, x.max_rel, False, note, x.context)
-                        if x is r else x for x in rows]
-    return rows[:-1], rows[-1]
-
-
-def _rounded_row(row: Row, tf1_tensor: tf.Tensor | None) -> Row:
-    """A float64 row that parts by less than :data:`ROUNDING`, told where TF1's graph casts
-    float64 to float32 on the way to ``tf1_tensor`` (``tf.compat.v1.losses`` compute their
-    weighted loss in float32 whatever the graph's dtype): that rounding, not the port, is
-    the gap; ``row`` unchanged otherwise."""
-    if tf1_tensor is None or row.ok or row.max_rel > ROUNDING:
-        return row
-    casts = [op.name for op in upstream_ops(tf1_tensor) if op.type == "Cast"
-             and op.get_attr("SrcT") == tf.float64 and op.get_attr("DstT") == tf.float32]
-    if not casts:
-        return row
-    return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
-               f"TF1's graph rounds float64 to float32 on the way ({', '.join(casts[:2])}"
-               f"{', ...' if len(casts) > 2 else ''}; tf.compat.v1.losses compute their "
-               "weighted loss in float32 whatever the graph's dtype): a gap this small is that "
-               "rounding, not the port. Round the same way on the TF2 side (cast to float32 "
-               "there and back), or compare in float32", row.context)
-
-
-def _scalar_count_row(row: Row, legacy_out: Mapping[str, np.ndarray],
-                      eager_out: Mapping[str, np.ndarray], counts: Mapping[int, str],
-                      rtol: float, legacy: TF1Side) -> Row:
-    """A scalar output row that parts, told by :func:`_count_hint` where its two values are
-    a quotient of the batch's counts apart (a port's pg divided by the 64 rows where TF1's
-    tf.compat.v1.losses divide by the 54 nonzero weights); ``row`` unchanged otherwise."""
-    a, b = legacy_out.get(row.item), eager_out.get(row.item)
-    if a is None or b is None or np.size(a) != 1 or np.size(b) != 1:
-        return row
-    note = _count_hint(f"TF2Program's {row.item!r} is TF1Program's", float(np.ravel(a)[0]),
-                       float(np.ravel(b)[0]), counts, rtol, legacy.outputs.get(row.item))
-    return row if not note else Row(row.rung, row.item, row.max_abs, row.max_rel, False, note,
-                                    row.context)
-
-
-def _parts_past(row: Row, agreed: list[str]) -> Row:
-    """An output row that parts with no cause of its own, told where it parts: past the
-    outputs that agree (a surrogate loss whose log-probabilities and values agree)."""
-    return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
-               f"{row.item!r} parts where {', '.join(repr(a) for a in agreed)} agree: the "
-               f"code that computes {row.item!r} from those and the inputs differs (name its "
-               "intermediate tensors as outputs on both sides to narrow it down)", row.context)
+def _parts_past(row: Row, agreed: list[str]) -> str:
+    """Where an output parts with no cause of its own: past the outputs that agree (a
+    surrogate loss whose log-probabilities and values agree)."""
+    return (f"{row.item!r} parts where {', '.join(repr(a) for a in agreed)} agree: the code "
+            f"that computes {row.item!r} from those and the inputs differs (name its "
+            "intermediate tensors as outputs on both sides to narrow it down)")

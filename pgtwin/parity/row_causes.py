@@ -1,0 +1,88 @@
+"""Causes for output and loss rows that part with no note of their own, each found by
+reading TF1's graph or by running one side again (a replay):
+
+* :func:`rounded_note`: TF1's graph rounds float64 to float32 on the way (the gap is that);
+* :func:`count_note`: the two values are a quotient of two of the batch's counts apart
+  (one side's mean divides by another count);
+* :func:`ignored_mask_rows`: TF1 run again with a 0/1 input all ones gives the TF2 value
+  (the TF2 side leaves a mask out).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from pgtwin.parity.graph_walk import upstream_ops
+from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, Row, compare_arrays
+from pgtwin.parity.loss_hints import count_ratio, divisor_note
+from pgtwin.parity.tf1_side import TF1Side
+
+ROUNDING = 1e-5
+"""The largest relative gap that TF1's own float32 rounding in a float64 graph explains."""
+
+
+def rounded_note(row: Row, tf1_tensor: tf.Tensor | None) -> str:
+    """For a float64 row that parts by less than :data:`ROUNDING`, where TF1's graph casts
+    float64 to float32 on the way to ``tf1_tensor`` (``tf.compat.v1.losses`` compute their
+    weighted loss in float32 whatever the graph's dtype): that rounding, not the port, is
+    the gap; '' otherwise."""
+    if tf1_tensor is None or row.ok or row.max_rel > ROUNDING:
+        return ""
+    casts = [op.name for op in upstream_ops(tf1_tensor) if op.type == "Cast"
+             and op.get_attr("SrcT") == tf.float64 and op.get_attr("DstT") == tf.float32]
+    if not casts:
+        return ""
+    return (f"TF1's graph rounds float64 to float32 on the way ({', '.join(casts[:2])}"
+            f"{', ...' if len(casts) > 2 else ''}; tf.compat.v1.losses compute their weighted "
+            "loss in float32 whatever the graph's dtype): a gap this small is that rounding, "
+            "not the port. Round the same way on the TF2 side (cast to float32 there and "
+            "back), or compare in float32")
+
+
+def count_note(what: str, a: float, b: float, counts: Mapping[int, str], rtol: float,
+               tf1_tensor: tf.Tensor | None) -> str:
+    """Where ``b / a`` (TF2's value over TF1's) is the quotient of two of the batch's
+    ``counts`` (``loss_hints.batch_counts``): each side's mean divides by another count;
+    '' otherwise. ``what``: how the note starts (``the TF2 loss is TF1's``)."""
+    pair = None if a == 0.0 else count_ratio(b / a, counts, max(rtol, 1e-6) * 10)
+    if pair is None:
+        return ""
+    return f"{what} x {pair[0]}/{pair[1]}: {divisor_note(*pair, counts, tf1_tensor)}"
+
+
+def scalar_count_note(row: Row, legacy_out: Mapping[str, np.ndarray],
+                      eager_out: Mapping[str, np.ndarray], counts: Mapping[int, str],
+                      rtol: float, legacy: TF1Side) -> str:
+    """:func:`count_note` for a scalar output row (a port's pg divided by the 64 rows where
+    TF1's tf.compat.v1.losses divide by the 54 nonzero weights); '' for another row."""
+    a, b = legacy_out.get(row.item), eager_out.get(row.item)
+    if a is None or b is None or np.size(a) != 1 or np.size(b) != 1:
+        return ""
+    return count_note(f"TF2Program's {row.item!r} is TF1Program's", float(np.ravel(a)[0]),
+                      float(np.ravel(b)[0]), counts, rtol, legacy.outputs.get(row.item))
+
+
+def ignored_mask_rows(rows: list[Row], legacy: TF1Side, eager_out: Mapping[str, np.ndarray],
+                      fed: Mapping[str, np.ndarray], tol: tuple[float, float]) -> list[Row]:
+    """``rows``, those that part with no cause told where TF1 run again with a 0/1 input (a
+    mask) replaced by ones gives the TF2 value: the TF2 side leaves that input out there (a
+    value loss without its mask)."""
+    silent = [r for r in rows if not r.ok and (not r.note
+                                               or r.note.startswith(LOSS_VALUES_PREFIX))]
+    masks = [k for k, v in fed.items() if np.ndim(v) >= 1 and np.size(v)
+             and np.asarray(v).dtype.kind == "f" and np.isin(v, (0, 1)).all()
+             and not np.all(np.asarray(v) == 1)]
+    for key in masks if silent else []:
+        replayed = legacy.run({key: np.ones_like(fed[key])})
+        for r in silent:
+            if r.item in replayed and r.item in eager_out and compare_arrays(
+                    r.rung, r.item, replayed[r.item], eager_out[r.item], *tol, "").ok:
+                what = "loss" if r.item == "loss" else repr(r.item)
+                note = (f"the TF2 {what} is TF1's with inputs[{key!r}] all ones: the TF2 side "
+                        f"leaves {key!r} out of it (a padded step counted as a real one): "
+                        f"weight by {key!r} there as TF1 does")
+                rows = [Row(x.rung, x.item, x.max_abs, x.max_rel, False, note, x.context)
+                        if x is r else x for x in rows]
+    return rows
