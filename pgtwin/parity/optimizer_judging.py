@@ -107,6 +107,13 @@ class Judged:
     hint: str = ""
     clipping: str = ""
 
+    def said_else(self, note: str) -> None:
+        """Give ``note`` as the cause where no other is known."""
+        if note and not self.cause:
+            self.cause = note
+        if note and not self.step_cause:
+            self.step_cause = note
+
     def said_first(self, note: str) -> None:
         """Put ``note`` (a cause the step showed: dropout, an optimizer made anew) before
         the others, once."""

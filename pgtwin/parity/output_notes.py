@@ -140,5 +140,6 @@ def random_step_note(eager: TF2Side) -> str:
         return ""
     return (f"the Keras model holds {', '.join(found)}: a train step that calls it with "
             "training=True draws dropout masks TF1's train_op does not draw alike (or at "
-            "all), so the steps cannot agree; compare with the dropout off on both sides "
-            "(rate 0, keep_prob 1.0)")
+            "all), so the steps cannot agree; compare with the dropout off on both sides: "
+            "call the model with training=False in the train step given to TF2Program, and "
+            "leave TF1's keep_prob at 1.0 (its default, or fed 1.0))")

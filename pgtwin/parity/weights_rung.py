@@ -90,9 +90,12 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
             drifts.update({id(o): drift_hint("rmsprop", o, stepped=True) for o in unbuilt})
             judged = first_step_groups(legacy, eager, pairs, tf1_before, keras_before,
                                         drifts, made, dtype, rtol, atol, ctx, unclipped)
-            random = random_step_note(eager)
-            for j in judged:  # dropout in the step: the likeliest cause, said first
-                j.said_first(random)
+            # a model with dropout may draw masks in the step: the cause where nothing
+            # else is known (not where an earlier rung or a setting already explains it: it
+            # is only a guess, whether the step calls the model with training=True)
+            random = random_step_note(eager) if earlier_ok else ""
+            for j in judged:
+                j.said_else(random)
             for j in judged:
                 rows += j.group.named(rates_after_first_step(j.rows, j.group, where))
         elif made:
@@ -118,7 +121,9 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
             gradient_rows = [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
                                                 FOLLOWS_EARLIER, r.context)
                              for r in gradient_rows]
-        gradient_rows = _noted(gradient_rows, random)
+        gradient_rows = [r if r.ok or r.note or not random else
+                         Row(r.rung, r.item, r.max_abs, r.max_rel, False, random, r.context)
+                         for r in gradient_rows]
         if many:  # Adam's m then holds several steps' gradients: no one gradient to read
             gradient_rows = [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
                                                 many, r.context) for r in gradient_rows]
