@@ -445,6 +445,7 @@ def test_an_output_the_tf2_side_computes_without_the_mask_is_named_by_a_replay()
     assert (bad.rung, bad.item) == ("outputs", "vf"), report.to_table()
     assert bad.note.startswith("the TF2 'vf' is TF1's with inputs['mask'] all ones: the TF2 "
                                "side leaves 'mask' out of it"), bad.note
+    assert bad.note.endswith("use 'mask' there as TF1 does")
 
 
 def test_a_halved_term_that_reads_the_batch_is_no_regulariser():

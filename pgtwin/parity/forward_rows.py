@@ -21,8 +21,8 @@ from pgtwin.parity.loss_hints import (batch_counts, minimised_hint, ratio_hint,
                                       untested_reduction_note)
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import output_rows
-from pgtwin.parity.row_causes import (count_note, ignored_mask_rows, rounded_note,
-                                      scalar_count_note)
+from pgtwin.parity.row_causes import (count_note, ignored_mask_rows, mask_fill_rows,
+                                      masked_action_note, rounded_note, scalar_count_note)
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 
@@ -39,6 +39,7 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
                        sides=("TF1Program", "TF2Program"))
     rows = with_layer_hints(_with_key_notes(rows, legacy_out, eager_out, eager, ctx), legacy,
                             eager)
+    rows = mask_fill_rows(rows, legacy_out, eager_out, fed)
     if any(_silent(r) for r in rows):  # one replay serves every row
         flattened = flatten_order_hint(legacy, eager, legacy_out, *tol["outputs"])
         rows = _told(rows, lambda r: flattened)
@@ -59,6 +60,9 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
                             "log-probabilities) and return them from the TF2 loss under the "
                             "same keys to see which parts")
     rows.append(loss)
+    forbidden = masked_action_note(fed)
+    if forbidden:
+        rows.append(Row("outputs", "masked actions", 0.0, 0.0, True, forbidden, ctx))
     untested = untested_reduction_note(legacy, fed) if loss.ok else ""
     if untested:
         rows.append(Row("loss", "nonzero weights", 0.0, 0.0, True, untested, ctx))

@@ -37,6 +37,9 @@ FOLLOWS_PREFIX = "follows from"
 """How a row's note starts where it parts as a consequence of an earlier rung's parting
 (``weights_rung.FOLLOWS_EARLIER``): no cause for the summary to borrow."""
 
+NON_FINITE_PREFIX = "non-finite values: "
+"""How a row's note starts where one side holds NaN or inf: a count, not a cause."""
+
 BORROWED_RUNGS = ("outputs", "loss", "gradients")
 """The rungs whose notes the summary may borrow for a first failure without one."""
 
@@ -161,7 +164,13 @@ def common_factor(a: np.ndarray, b: np.ndarray, rtol: float, slack: float = 0.0
             or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         return None
     c = float(x @ y) / norm
-    return c if np.linalg.norm(y - c * x) <= rtol * np.linalg.norm(y) + slack else None
+    if not np.isfinite(c) or np.linalg.norm(y - c * x) > rtol * np.linalg.norm(y) + slack:
+        return None
+    # element by element too: a few huge entries (a mask's fill, 3.4e38 against 1e9) can
+    # carry the norms while every other element parts
+    residual = np.maximum(np.abs(y - c * x) - slack, 0.0) / (
+        np.abs(y) + np.abs(c * x) + np.finfo(np.float64).tiny)
+    return c if float(np.median(residual)) <= max(rtol, 1e-6) else None
 
 
 def errors(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
@@ -224,6 +233,6 @@ def nonfinite_note(a: np.ndarray, b: np.ndarray, sides: tuple[str, str]) -> str:
                          f"{where}= {x[index] if index else x})")
     if not parts:
         return ""
-    return "non-finite values: " + "; ".join(parts) + (
+    return NON_FINITE_PREFIX + "; ".join(parts) + (
         "" if len(parts) == 2 else f"; {sides[1] if parts[0].startswith(sides[0]) else sides[0]}"
         " none")

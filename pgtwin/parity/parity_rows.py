@@ -100,6 +100,8 @@ def _count_factor(factor: float) -> tuple[int, int] | None:
     """``(k, side that takes the mean)`` where ``factor`` (TF2's over TF1's) is ``1/k``
     (side 1, TF2, takes the mean) or ``k`` (side 0), for an integer ``2 <= k <=``
     :data:`MAX_COUNT`; else None."""
+    if not np.isfinite(factor) or factor == 0.0:
+        return None
     for value, side in ((1.0 / factor, 1), (factor, 0)):
         k = round(value)
         if 2 <= k <= MAX_COUNT and abs(value - k) <= 1e-4 * k:

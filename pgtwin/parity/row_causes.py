@@ -5,7 +5,10 @@ reading TF1's graph or by running one side again (a replay):
 * :func:`count_note`: the two values are a quotient of two of the batch's counts apart
   (one side's mean divides by another count);
 * :func:`ignored_mask_rows`: TF1 run again with a 0/1 input all ones gives the TF2 value
-  (the TF2 side leaves a mask out).
+  (the TF2 side leaves a mask out);
+* :func:`mask_fill_rows`: an output that parts only where a 0/1 input is 0 (a mask filled
+  with another value: -1e9, the dtype's lowest, -inf), and the NaN a -inf fill makes
+  downstream (0 x -inf in p log p).
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from pgtwin.parity.graph_walk import upstream_ops
-from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, Row, compare_arrays
+from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, NON_FINITE_PREFIX, Row, compare_arrays
 from pgtwin.parity.loss_hints import count_ratio, divisor_note
 from pgtwin.parity.tf1_side import TF1Side
 
@@ -81,8 +84,88 @@ def ignored_mask_rows(rows: list[Row], legacy: TF1Side, eager_out: Mapping[str, 
                     r.rung, r.item, replayed[r.item], eager_out[r.item], *tol, "").ok:
                 what = "loss" if r.item == "loss" else repr(r.item)
                 note = (f"the TF2 {what} is TF1's with inputs[{key!r}] all ones: the TF2 side "
-                        f"leaves {key!r} out of it (a padded step counted as a real one): "
-                        f"weight by {key!r} there as TF1 does")
+                        f"leaves {key!r} out of it (a padded step counted as a real one, a "
+                        f"forbidden action's logit left in): use {key!r} there as TF1 does")
                 rows = [Row(x.rung, x.item, x.max_abs, x.max_rel, False, note, x.context)
                         if x is r else x for x in rows]
     return rows
+
+
+def _fill_note(row: Row, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np.ndarray]
+               ) -> tuple[str, bool]:
+    """``(note, TF2 fills with -inf)`` where ``a`` and ``b`` (TF1's and TF2's values of an
+    output) differ only where a 0/1 input of their shape is 0; ``("", False)`` otherwise."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    for key, mask in fed.items():
+        mask = np.asarray(mask)
+        if mask.shape != a.shape or a.shape != b.shape or mask.dtype.kind != "f" \
+                or not np.isin(mask, (0, 1)).all():
+            continue
+        differ = ~np.isclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=True)
+        if differ.any() and np.all(mask[differ] == 0):
+            fill1, fill2 = a[differ].flat[0], b[differ].flat[0]
+            inf = bool(np.isneginf(b[differ]).any())
+            return (f"{row.item!r} parts only where inputs[{key!r}] is 0 ({int(differ.sum())} "
+                    f"entries: TF1 {fill1:.4g}, TF2 {fill2:.4g}): the same mask with another "
+                    "fill value. What reads it through a softmax agrees while both fills are "
+                    "far below the other entries"
+                    + ("; but a -inf fill makes NaN wherever a probability of 0 multiplies "
+                       "it (0 x -inf in an entropy's p log p): use a finite fill (-1e9, "
+                       "dtype.min) or tf.where(mask > 0, log_p, 0) there" if inf else ""),
+                    inf)
+    return "", False
+
+
+def mask_fill_rows(rows: list[Row], legacy_out: Mapping[str, np.ndarray],
+                   eager_out: Mapping[str, np.ndarray], fed: Mapping[str, np.ndarray]
+                   ) -> list[Row]:
+    """``rows``, an output row that parts only where a 0/1 input is 0 told so
+    (:func:`_fill_note`), and, where TF2 fills with -inf, the rows whose TF2 values hold
+    NaN that TF1's do not told where it comes from."""
+    filled = None  # the output TF2 fills with -inf
+    out = []
+    for r in rows:
+        bare = not r.note or r.note.startswith(NON_FINITE_PREFIX)  # a count is no cause
+        note, inf = ("", False) if r.ok or not bare or r.item not in legacy_out or \
+            r.item not in eager_out else _fill_note(r, legacy_out[r.item], eager_out[r.item],
+                                                    fed)
+        filled = filled or (r.item if inf else None)
+        out.append(Row(r.rung, r.item, r.max_abs, r.max_rel, False,
+                       note + (f" ({r.note})" if r.note else ""), r.context) if note else r)
+    if filled is None:
+        return out
+    return [Row(r.rung, r.item, r.max_abs, r.max_rel, False,
+                f"TF2's {r.item!r} is NaN where TF1's is not: {filled!r} is -inf where the mask "
+                f"is 0 (see its row), and 0 x -inf is NaN (an entropy's p log p): use a finite "
+                "fill (-1e9, dtype.min) or tf.where(mask > 0, log_p, 0) where probabilities "
+                "multiply it", r.context)
+            if not r.ok and r.item in eager_out and r.item in legacy_out
+            and np.isnan(np.asarray(eager_out[r.item], np.float64)).any()
+            and not np.isnan(np.asarray(legacy_out[r.item], np.float64)).any() else r
+            for r in out]
+
+
+def masked_action_note(fed: Mapping[str, np.ndarray]) -> str:
+    """A warning where an integer input of actions ``[N]`` takes, in some row, an action that
+    a 0/1 input ``[N, K]`` (legal actions) marks 0: a batch recorded with a bug, whose
+    log-probabilities there are the mask's fill (-1e9) and outweigh the rest of the loss,
+    on both sides alike, so no rung sees it; '' otherwise."""
+    for a_key, actions in fed.items():
+        actions = np.asarray(actions)
+        if actions.ndim != 1 or actions.dtype.kind not in "iu":
+            continue
+        for m_key, mask in fed.items():
+            mask = np.asarray(mask)
+            if mask.ndim != 2 or mask.shape[0] != actions.size or mask.dtype.kind != "f" \
+                    or not np.isin(mask, (0, 1)).all() or actions.min(initial=0) < 0 \
+                    or actions.max(initial=0) >= mask.shape[1]:
+                continue
+            rows = np.flatnonzero(mask[np.arange(actions.size), actions] == 0)
+            if rows.size:
+                shown = ", ".join(str(int(i)) for i in rows[:5]) + (", ..." if rows.size > 5
+                                                                    else "")
+                return (f"WARNING inputs[{a_key!r}] takes actions that inputs[{m_key!r}] marks "
+                        f"0 in {rows.size} rows ({shown}): the batch holds actions the mask "
+                        "forbids (recorded with a bug?). Their log-probability is the mask's "
+                        "fill (-1e9), which outweighs the rest of the loss on both sides alike")
+    return ""
