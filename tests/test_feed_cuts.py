@@ -58,3 +58,22 @@ def test_a_fed_tensor_computed_from_fed_placeholders_is_refused_with_the_fix():
 ], ids=["sample-fed", "returns-only"])
 def test_a_fed_tensor_that_strands_no_fed_placeholder_is_fine(keys):
     _side(*keys).close()  # nothing raised
+
+
+def test_an_input_named_like_an_unfed_placeholder_with_default_is_refused_with_the_feed():
+    # The old loop fed keep_prob 0.5; the batch holds it and feeds does not name it, so
+    # TF1 ran at its default 1.0 while the input went to the TF2 side only
+    class Dropping(InGraphReturns):
+        def __init__(self):
+            super().__init__()
+            self.keep_prob = tf1.placeholder_with_default(1.0, [], name="keep_prob")
+
+    program = TF1Program(build=Dropping, loss="loss",
+                         feeds={k: k for k in ("obs", "returns", "sample")})
+    inputs = {k: BATCH[k] for k in ("obs", "returns", "sample")}
+    with pytest.raises(FeedError) as err:
+        TF1Side(program, {**inputs, "keep_prob": np.array(0.5)})
+    assert str(err.value).startswith(
+        "inputs['keep_prob'] has the name of TF1's placeholder_with_default 'keep_prob' (its "
+        "default 1.0), which TF1Program.feeds does not name"), str(err.value)
+    assert "feeds={..., 'keep_prob': 'keep_prob'}" in str(err.value)

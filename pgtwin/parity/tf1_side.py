@@ -332,6 +332,15 @@ class TF1Side:
         # Inputs no feed names go to the TF2 side only, where each feed has its input: the
         # raw rewards a port discounts itself, where TF1's loop fed returns made in numpy.
         self.tf2_only = {} if missing else {k: inputs[k] for k in extra}
+        for key in self.tf2_only:
+            default = self._defaulted(key)
+            if default is not None:
+                raise FeedError(
+                    f"inputs[{key!r}] has the name of TF1's placeholder_with_default "
+                    f"{default.name!r} (its default {self._default_value(default)}), which "
+                    f"{what}.feeds does not name, so TF1 would run at its default and the input "
+                    f"would go to the TF2 side only: feed it with feeds={{..., {key!r}: "
+                    f"{default.name!r}}}, or leave it out of the inputs")
         if missing:
             differ = [f"{label} {keys}" for label, keys in (("feeds without an input", missing),
                                                             ("inputs without a feed", extra))
@@ -543,6 +552,18 @@ class TF1Side:
         ``train_op`` steps with Adam (``optimizer_config.tf1_adam_moments``); else empty."""
         slots = tf1_adam_moments(self.train_op, self.graph, self.variables)
         return dict(zip(slots, self.session.run(list(slots.values())))) if slots else {}
+
+    def _defaulted(self, key: str) -> tf.Operation | None:
+        """TF1's ``placeholder_with_default`` op named ``key`` (its last name component), if
+        the graph has one."""
+        return next((op for op in self.graph.get_operations()
+                     if op.type == "PlaceholderWithDefault"
+                     and op.name.split("/")[-1] == key), None)
+
+    def _default_value(self, op: tf.Operation) -> Any:
+        """A ``placeholder_with_default``'s default, where it is a constant, else '?'."""
+        value = tf.get_static_value(op.inputs[0])
+        return "?" if value is None else value.tolist()
 
     def tf2_inputs(self) -> dict[str, Any]:
         """The inputs as the TF2 side takes them: each feed's as cast for its placeholder,
