@@ -120,8 +120,9 @@ def initial_value_row(item: str, tf1_draws: np.ndarray, tf2_value: np.ndarray, f
             f"{families[0]} ({tf1_kind}), TF2 from a {families[1]} ({tf2_kind}), which the "
             f"tests on {b.size} values may not tell apart (KS D={d:.3f}, p={p:.2g}; std "
             f"ratio {b.std() / a.std():.3g}, p={p_scale:.2g}; TF1 {_stats(a)}, TF2 "
-            f"{_stats(b)}): give the TF2 layer (kernel_initializer=..., bias_initializer=...) "
-            f"{KERAS_FOR_FAMILY[families[0]]} with TF1's settings"), fail, context)
+            f"{_stats(b)}): give the TF2 layer the TF1 initializer, "
+            f"{KERAS_FOR_FAMILY[families[0]]} with TF1's settings (kernel_initializer=..., "
+            "bias_initializer=...)"), fail, context)
     same = min(p, p_scale) >= alpha / 2
     note = (f"no difference found: KS D={d:.3f} (the max_abs column), p={p:.2g}; std ratio "
             f"{b.std() / a.std():.3g}, p={p_scale:.2g}") if same else (
