@@ -28,4 +28,3 @@ def apply_legacy_keras(args: argparse.Namespace, parser: argparse.ArgumentParser
         parser.error("--legacy-keras: TensorFlow is already imported; set "
                      "TF_USE_LEGACY_KERAS=1 in the environment instead")
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
-

@@ -15,28 +15,30 @@ observations still reach the logits), so only placeholders left with no path are
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import tensorflow as tf
 
 from pgtwin.parity.graph_walk import upstream_ops
 
 
-def cut_off_message(feeds: Mapping[str, tf.Tensor], roots: Sequence[tf.Tensor | tf.Operation],
+def cut_off_message(feeds: Mapping[str, tf.Tensor], run: Collection[tf.Operation],
                     what: str) -> str | None:
-    """Why feeds in ``feeds`` (``{key: fed tensor}``) cut others off from ``roots`` (the
-    loss, outputs and ``train_op``), with the fix; None where none does."""
+    """Why feeds in ``feeds`` (``{key: fed tensor}``) cut others off from what is compared,
+    with the fix; None where none does. ``run``: the ops the loss, outputs and ``train_op``
+    depend on, walked up to the fed tensors (what runs)."""
     replaced = {t.op: key for key, t in feeds.items()
                 if not t.op.type.startswith("Placeholder") and len(t.op.outputs) == 1}
     if not replaced:
         return None
-    cut = {op for root in roots for op in upstream_ops(root, stop=replaced.__contains__)}
+    cut = set(run)
     placeholders = {t.op: key for key, t in feeds.items() if t.op.type.startswith("Placeholder")}
     stranded = [op for op in placeholders if op not in cut]
     culprits = {}
+    reads = {fed_op: set(upstream_ops(fed_op)) for fed_op in replaced} if stranded else {}
     for op in stranded:
         for fed_op, key in replaced.items():
-            if op in set(upstream_ops(fed_op)):
+            if op in reads[fed_op]:
                 culprits.setdefault(key, []).append(placeholders[op])
     if not culprits:
         return None

@@ -103,10 +103,17 @@ def _count_factor(factor: float) -> tuple[int, int] | None:
     if not np.isfinite(factor) or factor == 0.0:
         return None
     for value, side in ((1.0 / factor, 1), (factor, 0)):
-        k = round(value)
-        if 2 <= k <= MAX_COUNT and abs(value - k) <= 1e-4 * k:
+        k = _whole(value, 2)
+        if k:
             return k, side
     return None
+
+
+def _whole(value: float, least: int) -> int | None:
+    """``value`` as a whole number from ``least`` to :data:`MAX_COUNT`, where it is one to
+    1e-4 of itself, else None."""
+    k = round(value) if np.isfinite(value) else 0
+    return k if least <= k <= MAX_COUNT and abs(value - k) <= 1e-4 * k else None
 
 
 def _bessel(factor: float, shape: tuple[int, ...]) -> str:
@@ -156,13 +163,13 @@ GAUSSIAN_CONSTANTS = ((HALF_LOG_2PI, "0.5 log(2 pi), the Gaussian log-density's 
 
 
 def _gaussian_constant(offset: float) -> str:
-    """`` (2.838 is 2 x 0.5 log(2 pi e), ...)`` where ``offset`` is a whole number (1 to 64)
-    of one of :data:`GAUSSIAN_CONSTANTS` (per action dimension, times a coefficient of 1),
+    """`` (2.838 is 2 x 0.5 log(2 pi e), ...)`` where ``offset`` is a whole number (1 to
+    :data:`MAX_COUNT`) of one of :data:`GAUSSIAN_CONSTANTS` (per action dimension, times a coefficient of 1),
     to 1e-4 of it; '' otherwise."""
     for constant, what in GAUSSIAN_CONSTANTS:
-        k = abs(offset) / constant
-        if 1 <= round(k) <= 64 and abs(k - round(k)) < 1e-4 * k:
-            return (f" ({abs(offset):.4g} is {round(k)} x {what} per action dimension)")
+        k = _whole(abs(offset) / constant, 1)
+        if k:
+            return f" ({abs(offset):.4g} is {k} x {what} per action dimension)"
     return ""
 
 

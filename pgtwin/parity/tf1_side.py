@@ -73,6 +73,12 @@ def _named_feeds() -> Iterator[None]:
                         "array KEY") from None
 
 
+def _default_value(op: tf.Operation) -> Any:
+    """A ``placeholder_with_default``'s default, where it is a constant, else '?'."""
+    value = tf.get_static_value(op.inputs[0])
+    return "?" if value is None else value.tolist()
+
+
 class FeedError(ValueError):
     """An input that cannot be fed to its placeholder as ``feed_dict`` would."""
 
@@ -337,7 +343,7 @@ class TF1Side:
             if default is not None:
                 raise FeedError(
                     f"inputs[{key!r}] has the name of TF1's placeholder_with_default "
-                    f"{default.name!r} (its default {self._default_value(default)}), which "
+                    f"{default.name!r} (its default {_default_value(default)}), which "
                     f"{what}.feeds does not name, so TF1 would run at its default and the input "
                     f"would go to the TF2 side only: feed it with feeds={{..., {key!r}: "
                     f"{default.name!r}}}, or leave it out of the inputs")
@@ -371,10 +377,10 @@ class TF1Side:
                             "holding the value your loop feeds it")
         roots = [self.loss, *self.outputs.values()] + \
             ([] if self.train_op is None else [self.train_op])
-        cut_off = cut_off_message(self.placeholders, roots, what)
+        run = {op for root in roots for op in upstream_ops(root, stop=replaced)}
+        cut_off = cut_off_message(self.placeholders, run, what)
         if cut_off:
             raise FeedError(cut_off)
-        run = {op for root in roots for op in upstream_ops(root, stop=replaced)}
         feed = {}
         for key, placeholder in self.placeholders.items():
             feed[placeholder] = cast_feed(key, inputs[key], placeholder)
@@ -439,11 +445,8 @@ class TF1Side:
         fed in place of the batch's, by feed key (a replay)."""
         fetches = {"loss": self.loss, **self.outputs}
         with state_kept(self):
-            if not replaced:
-                return self._run(fetches)
-            with _named_feeds():
-                return self.session.run(fetches, {**self.feed, **{
-                    self.placeholders[k]: v for k, v in replaced.items()}})
+            return self._run(fetches, {self.placeholders[k]: v
+                                       for k, v in (replaced or {}).items()})
 
     def gradients(self) -> dict[str, np.ndarray | None]:
         """``{name: d loss / d variable}``; None where ``tf.gradients`` gives None."""
@@ -560,11 +563,6 @@ class TF1Side:
                      if op.type == "PlaceholderWithDefault"
                      and op.name.split("/")[-1] == key), None)
 
-    def _default_value(self, op: tf.Operation) -> Any:
-        """A ``placeholder_with_default``'s default, where it is a constant, else '?'."""
-        value = tf.get_static_value(op.inputs[0])
-        return "?" if value is None else value.tolist()
-
     def tf2_inputs(self) -> dict[str, Any]:
         """The inputs as the TF2 side takes them: each feed's as cast for its placeholder,
         and those no feed names (:attr:`tf2_only`) as given."""
@@ -642,9 +640,10 @@ class TF1Side:
             updates = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
             self.train_op = tf.group(step, *updates) if updates else step
 
-    def _run(self, fetches: Any) -> Any:
+    def _run(self, fetches: Any, replaced: Mapping[tf.Tensor, np.ndarray] | None = None) -> Any:
+        """``fetches`` run on :attr:`feed`, with ``replaced`` fed over it."""
         with _named_feeds():
-            return self.session.run(fetches, self.feed)
+            return self.session.run(fetches, {**self.feed, **(replaced or {})})
 
     def close(self) -> None:
         """Close the harness's Session and any Session the user's object opened."""
