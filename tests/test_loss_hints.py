@@ -491,3 +491,32 @@ def test_a_loss_gap_the_gradients_do_not_see_is_told_a_constant_term():
     row = report.first_failure
     assert row.rung == "loss" and row.note.endswith(CONSTANT_GAP), report.to_table()
     assert all(r.ok for r in report.rows if r.rung == "gradients")
+
+
+@pytest.mark.parametrize("normalised_on", ["TF1", "TF2"])
+@pytest.mark.parametrize("eps", [0.0, 1e-8])
+def test_returns_standardised_on_one_side_only_are_named(normalised_on, eps):
+    # r standardised by hand, (r - mean) / (std + eps) with numpy, against r itself: the
+    # side that normalises is named, the other is told to add it (or both to drop it)
+    r = np.random.default_rng(2).normal(3.0, 5.0, size=24)
+    z = (r - r.mean()) / (r.std() + eps)
+    tf1_out, tf2_out = (z, r) if normalised_on == "TF1" else (r, z)
+    [row] = output_rows({"returns": tf1_out}, {"returns": tf2_out}, 1e-5, 1e-6, "",
+                        sides=("TF1Program", "TF2Program"))
+    other = "TF2" if normalised_on == "TF1" else "TF1"
+    assert not row.ok and row.note == (
+        f"{normalised_on}Program's 'returns' are {other}Program's standardised ((x - mean) / "
+        f"std over its 24 values: mean 0, std 1): {other}Program leaves the normalisation "
+        "out. Normalise on both sides (the same mean, std and epsilon) or on neither")
+
+
+def test_returns_standardised_with_ddof_1_say_so_and_an_affine_change_is_not_standardising():
+    r = np.random.default_rng(3).normal(1.0, 2.0, size=10)
+    z1 = (r - r.mean()) / r.std(ddof=1)  # std of z1 (ddof 0) is sqrt(9/10)
+    [row] = output_rows({"returns": z1}, {"returns": r}, 1e-5, 1e-6, "",
+                        sides=("TF1Program", "TF2Program"))
+    assert "(x - mean) / std over its 10 values: mean 0, std 1 with ddof=1)" in row.note
+    # 2 r - 1: an affine change, but std 4 and mean 1, so no standardisation
+    [other] = output_rows({"returns": r}, {"returns": 2 * r - 1}, 1e-5, 1e-6, "",
+                          sides=("TF1Program", "TF2Program"))
+    assert "standardised" not in other.note

@@ -70,6 +70,9 @@ def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str])
         return (f"{sides[1]}'s {key!r} is {sides[0]}'s {'+' if offset > 0 else '-'} "
                 f"{abs(offset):.4g}, all of it: a constant term on one side only"
                 f"{_gaussian_constant(offset)}")
+    standardised = _standardised_note(key, a, b, sides)
+    if standardised:
+        return standardised
     # any two single numbers are one factor apart: it tells something from two or more
     factor = common_factor(a, b, 1e-4) if np.size(a) > 1 else None
     bessel = None if factor is None else _bessel(factor, np.shape(a))
@@ -89,6 +92,45 @@ def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str])
                 "scaled on one side only (observations divided by 255, a normalisation), or "
                 "a scale in one side's layers")
     return ""
+
+
+def _standardised_note(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str]) -> str:
+    """Where one side's output is the other's standardised, ``(x - mean) / (std + eps)``
+    over all its values, and the other's is not (returns normalised on one side only: the
+    row otherwise said only that it parts past the logits); '' otherwise."""
+    if np.size(a) < 3 or np.shape(a) != np.shape(b):
+        return ""
+    for x, y, side in ((a, b, 1), (b, a, 0)):
+        ddof = _standardised_from(np.ravel(np.asarray(x, np.float64)),
+                                  np.ravel(np.asarray(y, np.float64)))
+        if ddof is not None:
+            n = np.size(x)
+            return (f"{sides[side]}'s {key!r} are {sides[1 - side]}'s standardised "
+                    f"((x - mean) / std over its {n} values: mean 0, std 1"
+                    f"{' with ddof=1' if ddof else ''}): {sides[1 - side]} leaves the "
+                    "normalisation out. Normalise on both sides (the same mean, std and "
+                    "epsilon) or on neither")
+    return ""
+
+
+def _standardised_from(x: np.ndarray, y: np.ndarray) -> int | None:
+    """The ddof (0 or 1) where ``y`` is ``x`` standardised over all its values and ``x`` is
+    not itself standardised, else None. ``y`` is compared to a positive multiple of
+    ``x - mean(x)`` to 1e-4 of its largest value, and its std to 1 (or sqrt((n - 1) / n))
+    to 1e-3, which leaves room for the epsilon code adds to the std (1e-8 .. 1e-4 of it)."""
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        return None
+    n = x.size
+    stds = {0: 1.0, 1: float(np.sqrt((n - 1) / n))}  # a standardised array's, by ddof
+    z = x - x.mean()
+    zz = float(z @ z)
+    if zz == 0.0 or (abs(x.mean()) <= 1e-3 * float(np.std(x)) and any(
+            abs(float(np.std(x)) - s) <= 1e-3 for s in (*stds.values(), 1.0 / stds[1]))):
+        return None  # x is standardised too (by another ddof: Bessel's note says so)
+    c = float(z @ y) / zz
+    if c <= 0.0 or float(np.max(np.abs(y - c * z))) > 1e-4 * float(np.max(np.abs(y))):
+        return None
+    return next((d for d, s in stds.items() if abs(float(np.std(y)) - s) <= 1e-3), None)
 
 
 MAX_COUNT = 64
