@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from pgtwin.parity.flatten_order import flatten_order_hint
+from pgtwin.parity.gaussian_notes import gaussian_note
 from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, Row, compare_arrays
 from pgtwin.parity.loss_hints import (batch_counts, minimised_hint, ratio_hint,
                                       regularization_hint, softmax_hint, term_hint,
@@ -51,6 +52,7 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
     *rows, loss = ignored_mask_rows(rows + [loss], legacy, eager_out, fed, tol["outputs"])
     agreed = sorted(r.item for r in rows if r.ok)
     if agreed:
+        rows = _told(rows, lambda r: gaussian_note(r, legacy_out, eager_out, fed, agreed))
         rows = _told(rows, lambda r: _parts_past(r, agreed))
     if not loss.ok and rows and len(agreed) == len(rows) and \
             loss.note.startswith(LOSS_VALUES_PREFIX):
