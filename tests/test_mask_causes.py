@@ -94,6 +94,20 @@ def test_actions_the_mask_forbids_in_the_batch_are_warned():
                                "marks 0 in 1 rows (5)"), row.note
 
 
+def test_a_loss_that_parts_on_forbidden_actions_is_told_so_before_any_term():
+    # TF2 fills with float32's lowest where TF1 adds -1e9: on a batch whose row 5 takes a
+    # forbidden action, that row's -log-probability is the fill (about 1e9 against 3.4e38),
+    # so the loss parts by the fills' gap; the numbers alone read as a term of TF1's loss
+    # weighted another way
+    report = _compare(tf.float32.min, _batch(forbidden_taken=True))
+    [loss] = [r for r in report.rows if r.rung == "loss"]
+    assert not loss.ok
+    assert loss.note.startswith("inputs['act'] takes actions that inputs['legal'] marks 0 in "
+                                "1 rows (5), and the loss takes their log-probabilities, each "
+                                "side's mask fill"), loss.note
+    assert "Compare on a batch without those rows (TF1 loss " in loss.note
+
+
 @pytest.mark.parametrize("b", [np.array([1.0, 2.0, 3.0, 4.0]) * 3e38, [np.inf, 1.0, 1.0, 1.0]])
 def test_no_factor_is_read_from_values_a_few_huge_entries_carry(b):
     a = np.array([-1e9, 0.5, 0.7, 0.9])

@@ -22,8 +22,9 @@ from pgtwin.parity.loss_hints import (batch_counts, minimised_hint, ratio_hint,
                                       untested_reduction_note)
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import output_rows
-from pgtwin.parity.row_causes import (count_note, ignored_mask_rows, mask_fill_rows,
-                                      masked_action_note, rounded_note, scalar_count_note)
+from pgtwin.parity.row_causes import (count_note, forbidden_actions, forbidden_loss_note,
+                                      ignored_mask_rows, mask_fill_rows, masked_action_note,
+                                      rounded_note, scalar_count_note)
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 
@@ -61,10 +62,14 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
                             "tensors in between in TF1Program.outputs (returns, advantages, "
                             "log-probabilities) and return them from the TF2 loss under the "
                             "same keys to see which parts")
+    found = forbidden_actions(fed)
+    if found is not None and not loss.ok and np.size(legacy_out["loss"]) == 1:
+        loss = _noted(loss, forbidden_loss_note(found, float(legacy_out["loss"]),
+                                                float(eager_out["loss"])))
     rows.append(loss)
-    forbidden = masked_action_note(fed)
-    if forbidden:
-        rows.append(Row("outputs", "masked actions", 0.0, 0.0, True, forbidden, ctx))
+    if found is not None:
+        rows.append(Row("outputs", "masked actions", 0.0, 0.0, True,
+                        masked_action_note(found), ctx))
     untested = untested_reduction_note(legacy, fed) if loss.ok else ""
     if untested:
         rows.append(Row("loss", "nonzero weights", 0.0, 0.0, True, untested, ctx))

@@ -145,11 +145,10 @@ def mask_fill_rows(rows: list[Row], legacy_out: Mapping[str, np.ndarray],
             for r in out]
 
 
-def masked_action_note(fed: Mapping[str, np.ndarray]) -> str:
-    """A warning where an integer input of actions ``[N]`` takes, in some row, an action that
-    a 0/1 input ``[N, K]`` (legal actions) marks 0: a batch recorded with a bug, whose
-    log-probabilities there are the mask's fill (-1e9) and outweigh the rest of the loss,
-    on both sides alike, so no rung sees it; '' otherwise."""
+def forbidden_actions(fed: Mapping[str, np.ndarray]) -> tuple[str, str, np.ndarray] | None:
+    """``(actions key, mask key, rows)`` where an integer input of actions ``[N]`` takes, in
+    some rows, an action that a 0/1 input ``[N, K]`` (legal actions) marks 0: a batch
+    recorded with a bug; None otherwise."""
     for a_key, actions in fed.items():
         actions = np.asarray(actions)
         if actions.ndim != 1 or actions.dtype.kind not in "iu":
@@ -162,10 +161,34 @@ def masked_action_note(fed: Mapping[str, np.ndarray]) -> str:
                 continue
             rows = np.flatnonzero(mask[np.arange(actions.size), actions] == 0)
             if rows.size:
-                shown = ", ".join(str(int(i)) for i in rows[:5]) + (", ..." if rows.size > 5
-                                                                    else "")
-                return (f"WARNING inputs[{a_key!r}] takes actions that inputs[{m_key!r}] marks "
-                        f"0 in {rows.size} rows ({shown}): the batch holds actions the mask "
-                        "forbids (recorded with a bug?). Their log-probability is the mask's "
-                        "fill (-1e9), which outweighs the rest of the loss on both sides alike")
-    return ""
+                return a_key, m_key, rows
+    return None
+
+
+def _forbidden_where(found: tuple[str, str, np.ndarray]) -> str:
+    a_key, m_key, rows = found
+    shown = ", ".join(str(int(i)) for i in rows[:5]) + (", ..." if rows.size > 5 else "")
+    return (f"inputs[{a_key!r}] takes actions that inputs[{m_key!r}] marks 0 in {rows.size} "
+            f"rows ({shown})")
+
+
+def masked_action_note(found: tuple[str, str, np.ndarray] | None) -> str:
+    """The warning for :func:`forbidden_actions`' rows: their log-probabilities are the
+    mask's fill and outweigh the rest of the loss, alike on both sides where both fill
+    alike, so no rung sees them; '' where there are none."""
+    if found is None:
+        return ""
+    return (f"WARNING {_forbidden_where(found)}: the batch holds actions the mask forbids "
+            "(recorded with a bug?). Their log-probability is the mask's fill (-1e9, the "
+            "dtype's lowest, -inf), which outweighs the rest of the loss")
+
+
+def forbidden_loss_note(found: tuple[str, str, np.ndarray], a: float, b: float) -> str:
+    """The loss row's note where the loss parts on a batch with :func:`forbidden_actions`:
+    those rows' log-probabilities are each side's mask fill and outweigh the rest, so the
+    gap says how the fills differ, not which term (a helper's port with a -inf fill and a
+    clipped log-probability was told "a term left out")."""
+    return (f"{_forbidden_where(found)}, and the loss takes their log-probabilities, each "
+            "side's mask fill, which outweigh the rest of it: the gap shows how the two fills "
+            "differ (see the outputs rows), magnified. Compare on a batch without those rows "
+            f"(TF1 loss {a:.6g}, TF2 loss {b:.6g})")
