@@ -98,9 +98,17 @@ def _library_dirs() -> tuple[str, ...]:
 def _is_users(frame: FrameType) -> bool:
     """Whether ``frame`` runs code outside pgtwin, installed packages and the stdlib."""
     module = str(frame.f_globals.get("__name__", "")).split(".")[0]
-    path = os.path.realpath(frame.f_code.co_filename)
-    return module not in PROJECT_PACKAGES and not path.startswith(_library_dirs()) \
-        and not path.startswith("<")
+    return module not in PROJECT_PACKAGES and users_file(frame.f_code.co_filename)
+
+
+def users_file(filename: str) -> bool:
+    """Whether ``filename`` is the user's code: not in pgtwin's packages, installed packages
+    or the standard library, and a file (not ``<string>``). For a TF1 op's creation
+    traceback, which holds file names and no modules."""
+    path = os.path.realpath(filename)
+    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    project = tuple(os.path.join(here, p) + os.sep for p in PROJECT_PACKAGES)
+    return not path.startswith(_library_dirs() + project) and not filename.startswith("<")
 
 
 def raised_at(err: BaseException) -> str:

@@ -16,10 +16,11 @@ import numpy as np
 
 from pgtwin.parity.flatten_order import flatten_order_hint
 from pgtwin.parity.gaussian_notes import gaussian_note
-from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, Row, compare_arrays
+from pgtwin.parity.ladder import LOSS_VALUES_PREFIX, NON_FINITE_PREFIX, Row, compare_arrays
 from pgtwin.parity.loss_hints import (batch_counts, minimised_hint, ratio_hint,
                                       regularization_hint, softmax_hint, term_hint,
                                       untested_reduction_note)
+from pgtwin.parity.nonfinite_origin import origin_note
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import output_rows
 from pgtwin.parity.row_causes import (count_note, forbidden_actions, forbidden_loss_note,
@@ -51,6 +52,9 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
                                                    tol["outputs"][0], legacy))
     loss = loss_row(legacy, legacy_out["loss"], eager_out["loss"], fed, *tol["loss"], ctx)
     *rows, loss = ignored_mask_rows(rows + [loss], legacy, eager_out, fed, tol["outputs"])
+    if not loss.ok and loss.note.startswith((LOSS_VALUES_PREFIX, NON_FINITE_PREFIX)):
+        origin = origin_note(legacy, eager, legacy_out["loss"], eager_out["loss"])
+        loss = _noted(loss, origin) if origin else loss
     agreed = sorted(r.item for r in rows if r.ok)
     if agreed:
         rows = _told(rows, lambda r: gaussian_note(r, legacy_out, eager_out, fed, agreed))

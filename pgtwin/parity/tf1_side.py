@@ -448,6 +448,11 @@ class TF1Side:
             return self._run(fetches, {self.placeholders[k]: v
                                        for k, v in (replaced or {}).items()})
 
+    def fetch(self, tensors: list[tf.Tensor]) -> list[np.ndarray]:
+        """``tensors``' values on the inputs (the state left as it was)."""
+        with state_kept(self):
+            return self._run(list(tensors))
+
     def gradients(self) -> dict[str, np.ndarray | None]:
         """``{name: d loss / d variable}``; None where ``tf.gradients`` gives None."""
         present = {n: g for n, g in self.grads.items() if g is not None}
