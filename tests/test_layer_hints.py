@@ -49,6 +49,21 @@ def test_an_activation_after_a_layers_batch_norm_is_the_layers():
         assert tf1_activations(tf.reduce_sum(tf.nn.elu(y))) == Counter({"relu": 1, "elu": 1})
 
 
+def test_a_dense_layer_on_a_sequence_counts_its_activation_through_tensordots_reshape():
+    # tf.compat.v1.layers.dense on [B, T, F] is tensordot: MatMul, Reshape back to 3-D, then
+    # BiasAdd and relu (and a tanh layer added by hand, x @ w + b through the same Reshape).
+    # Before, the Reshape hid the MatMul and no activation was counted: a helper's faithful
+    # recurrent port was told to take relu off its Keras layers.
+    with tf.Graph().as_default():
+        tf1.set_random_seed(0)  # op determinism may be on in this process
+        x = tf1.placeholder(tf.float32, [None, None, 3])
+        w1, b1 = tf1.get_variable("w1", [3, 4]), tf1.get_variable("b1", [4])
+        w2, b2 = tf1.get_variable("w2", [4, 2]), tf1.get_variable("b2", [2])
+        h = tf.nn.relu(tf.nn.bias_add(tf.tensordot(x, w1, axes=1), b1))
+        y = tf.tanh(tf.tensordot(h, w2, axes=1) + b2)
+        assert tf1_activations(tf.reduce_sum(y)) == Counter({"relu": 1, "tanh": 1})
+
+
 def test_keras_layers_count_those_holding_compared_variables_and_a_missing_one_is_named():
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="relu"),
                               keras.layers.Dense(2, activation="tanh"), keras.layers.ReLU()])

@@ -142,9 +142,9 @@ def _layer_kernel(op: tf.Operation) -> str | None:
     w``, or it plus a bias, either maybe batch-normalised), else None."""
     op = _through_batch_norm(op)
     if op.type == "BiasAdd":
-        op = op.inputs[0].op
+        op = _unshaped(op.inputs[0].op)
     elif op.type in ("Add", "AddV2"):  # x @ w + b: one side linear, the other a variable
-        sides = [t.op for t in op.inputs]
+        sides = [_unshaped(t.op) for t in op.inputs]
         linear = [x for x in sides if x.type in _LINEAR]
         if len(linear) != 1 or _variable_source(next(x for x in sides
                                                      if x is not linear[0])) is None:
@@ -154,6 +154,15 @@ def _layer_kernel(op: tf.Operation) -> str | None:
         return None
     return next((name for name in map(_variable_source, (t.op for t in op.inputs))
                  if name is not None), None)
+
+
+def _unshaped(op: tf.Operation) -> tf.Operation:
+    """The op whose output ``op`` reshapes, where it is a ``Reshape`` (a dense layer on a
+    ``[B, T, F]`` sequence is ``tf.tensordot``: MatMul, then Reshape back to 3-D, a trial's
+    relu went uncounted), else ``op``."""
+    while op.type == "Reshape":
+        op = op.inputs[0].op
+    return op
 
 
 def _variable_source(op: tf.Operation) -> str | None:
