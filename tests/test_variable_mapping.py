@@ -371,6 +371,34 @@ def test_a_tf1_gru_cell_against_a_keras_gru_is_explained_not_told_use_bias():
     assert "use_bias=False" in plain.problems[0].message
 
 
+def test_a_keras_gru_left_at_reset_after_true_is_told_so_by_its_bias():
+    # Keras GRU(32) with reset_after=True (the default) holds bias [2, 96] (input and
+    # recurrent biases): the note said "one bias" and "bias = [u | r | candidate]", which
+    # no [2, 96] bias can take; it now names the setting from that shape
+    cell = "rnn/gru_cell"
+    tf1 = [VariableInfo(f"{cell}/gates/kernel", (37, 64)), VariableInfo(f"{cell}/gates/bias", (64,)),
+           VariableInfo(f"{cell}/candidate/kernel", (37, 32)),
+           VariableInfo(f"{cell}/candidate/bias", (32,))]
+    tf2 = [VariableInfo("gru/kernel", (5, 96)), VariableInfo("gru/recurrent_kernel", (32, 96)),
+           VariableInfo("gru/bias", (2, 96))]
+    for p in infer_mapping(tf1, tf2).problems:
+        assert "One GRU of 32 units: the Keras GRU's bias is [2, 96], so it has " \
+               "reset_after=True (Keras' default)" in p.message, p.message
+        assert "GRU(reset_after=False) (one bias of 96)" in p.message
+
+
+def test_a_tf1_lstm_kernel_note_reads_forget_bias_as_the_cells_and_offers_a_hand_written_cell():
+    mapping = infer_mapping([VariableInfo("rnn/lstm_cell/kernel", (21, 64)),
+                             VariableInfo("rnn/lstm_cell/bias", (64,))],
+                            [VariableInfo("lstm/kernel", (5, 64)),
+                             VariableInfo("lstm/recurrent_kernel", (16, 64)),
+                             VariableInfo("lstm/bias", (64,))])
+    text = next(p.message for p in mapping.problems
+                if p.variable.name == "rnn/lstm_cell/kernel")
+    assert "the cell's forget_bias (1.0 unless the cell was given another)" in text
+    assert "write the cell by hand with TF1's variables" in text
+
+
 @pytest.mark.parametrize("tf1_kind,tf2_kind,family", [
     ("RandomStandardNormal", "TruncatedNormal({'mean': 0.0, 'stddev': 0.3})", "normal"),
     ("TruncatedNormal", "RandomUniform({'minval': -0.05})", "truncated normal"),

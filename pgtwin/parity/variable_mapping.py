@@ -469,6 +469,12 @@ def _gru_cell_hint(v: VariableInfo, tf1_left: Sequence[VariableInfo],
     if v.shape not in own:
         return ""
     i = n - u
+    if (2, 3 * u) in keras_shapes:
+        return (f". One GRU of {u} units: the Keras GRU's bias is [2, {3 * u}], so it has "
+                "reset_after=True (Keras' default), which applies the reset gate after the "
+                "candidate's recurrent matmul: another function than TF1's GRUCell, which "
+                "applies it to the state before. Build it with GRU(reset_after=False) (one "
+                f"bias of {3 * u}), then pair or convert the weights")
     return (f". One GRU of {u} units, laid out otherwise on each side: TF1's GRUCell holds "
             f"gates/kernel [{n}, {2 * u}] (the reset gate r, then the update gate u) and "
             f"candidate/kernel [{n}, {u}], each with a bias, their rows acting on [inputs "
@@ -511,11 +517,13 @@ def _fused_cell_hint(a: VariableInfo, rest2: Sequence[VariableInfo]) -> str:
     return (f". It is a TF1 LSTM cell's one kernel: its first {a.shape[0] - units} rows act "
             f"on the inputs, its last {units} on the state, like Keras' kernel and "
             "recurrent_kernel. The two also order the gates differently (TF1 i, j, f, o; "
-            "Keras i, f, c, o) and TF1 adds forget_bias=1.0 at run time, which Keras keeps "
-            "in the bias (unit_forget_bias initialises it): the bias of shape "
-            f"({a.shape[1]},) pairs by shape but not gate by gate. {ONE_WITH_ONE}: convert "
-            "the weights by splitting the rows, reordering the columns and adding 1.0 to the "
-            "forget gate's bias, then compare")
+            "Keras i, f, c, o) and TF1 adds the cell's forget_bias (1.0 unless the cell was "
+            "given another) at run time, which Keras keeps in the bias (unit_forget_bias "
+            f"initialises it): the bias of shape ({a.shape[1]},) pairs by shape but not gate "
+            f"by gate. {ONE_WITH_ONE}: to compare, write the cell by hand with TF1's "
+            "variables (a keras.layers.RNN over a cell of your own), or convert the weights "
+            "by splitting the rows, reordering the columns and adding the forget_bias to the "
+            "forget gate's bias, then compare the outputs")
 
 
 def _why_unpaired(a: VariableInfo, rest1: Sequence[VariableInfo],
