@@ -25,7 +25,8 @@ from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import output_rows
 from pgtwin.parity.row_causes import (count_note, forbidden_actions, forbidden_loss_note,
                                       ignored_mask_rows, mask_fill_rows, masked_action_note,
-                                      rounded_note, scalar_count_note)
+                                      PADDED, padded_step_note, rounded_note,
+                                      scalar_count_note)
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 
@@ -43,6 +44,8 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
     rows = with_layer_hints(_with_key_notes(rows, legacy_out, eager_out, eager, ctx), legacy,
                             eager)
     rows = mask_fill_rows(rows, legacy_out, eager_out, fed)
+    rows = _told(rows, lambda r: padded_step_note(r, legacy_out.get(r.item),
+                                                  eager_out.get(r.item), fed))
     if any(_silent(r) for r in rows):  # one replay serves every row
         flattened = flatten_order_hint(legacy, eager, legacy_out, *tol["outputs"])
         rows = _told(rows, lambda r: flattened)
@@ -70,6 +73,9 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
     if found is not None and not loss.ok and np.size(legacy_out["loss"]) == 1:
         loss = _noted(loss, forbidden_loss_note(found, float(legacy_out["loss"]),
                                                 float(eager_out["loss"])))
+    if loss.ok:  # what parts only at padded steps the loss does not read: a warning
+        rows = [Row(r.rung, r.item, r.max_abs, r.max_rel, True, f"WARNING {r.note}", r.context)
+                if not r.ok and r.note.startswith(f"{r.item!r} {PADDED}") else r for r in rows]
     rows.append(loss)
     if found is not None:
         rows.append(Row("outputs", "masked actions", 0.0, 0.0, True,

@@ -288,13 +288,30 @@ def _round(x: float, tol: float, c: float) -> float | None:
 
 def batch_counts(fed: Mapping[str, np.ndarray]) -> dict[int, str]:
     """``{count: what it counts}`` of the batch that a mean may divide by: each input's rows,
-    a float vector's nonzero entries, and the rows where two float vectors of one length
-    are both nonzero (TF1's ``tf.compat.v1.losses`` divide by the nonzero weights, such
-    as ``advantages * mask``, by default). A count several inputs give names up to two."""
+    the B x T entries of sequences (inputs ``[B, T, ...]`` where one has three axes or
+    more), a float vector's or ``[B, T]`` mask's nonzero entries, the sum of an integer
+    vector of sequence lengths (the real steps of padded sequences), and the rows where two
+    float vectors of one length are both nonzero (TF1's ``tf.compat.v1.losses`` divide by
+    the nonzero weights, such as ``advantages * mask``, by default). A count several inputs
+    give names up to two."""
     arrays = {k: np.asarray(v) for k, v in fed.items() if np.ndim(v) >= 1}
     found: dict[int, list[str]] = {}
     for k, a in arrays.items():
         found.setdefault(int(a.shape[0]), []).append(f"the rows of inputs[{k!r}]")
+    # sequences: [B, T] as an input of three axes or more has them (observations [B, T, F])
+    grids = {tuple(int(d) for d in a.shape[:2]) for a in arrays.values() if a.ndim >= 3}
+    for k, a in arrays.items():  # their B x T steps, and a 0/1 [B, T] mask's ones
+        if a.ndim >= 2 and tuple(a.shape[:2]) in grids:
+            found.setdefault(int(a.shape[0] * a.shape[1]), []).append(
+                f"the {a.shape[0]} x {a.shape[1]} entries of inputs[{k!r}]")
+            if a.ndim == 2 and a.dtype.kind == "f" and 0 < np.count_nonzero(a) < a.size:
+                found.setdefault(int(np.count_nonzero(a)), []).append(
+                    f"the nonzero entries of inputs[{k!r}]")
+    for k, a in arrays.items():  # sequence lengths: the real steps of padded sequences
+        if a.ndim == 1 and a.dtype.kind in "iu" and a.size and 0 <= a.min() and any(
+                b == a.size and a.max() <= t for b, t in grids) and a.sum() > 0:
+            found.setdefault(int(a.sum()), []).append(
+                f"the steps inputs[{k!r}] counts (its sum)")
     vectors = {k: a for k, a in arrays.items() if a.dtype.kind == "f" and a.ndim == 1}
     for k, a in vectors.items():
         n = int(np.count_nonzero(a))
@@ -351,7 +368,7 @@ def count_ratio(ratio: float, counts: Mapping[int, str], rtol: float
     (to ``rtol``), where no other pair is that close (two pairs of one quotient, 4/6 and
     6/9, cannot say which counts); else None."""
     close = [(p, q) for p in counts for q in counts
-             if p != q and abs(ratio - p / q) <= rtol * max(1.0, abs(ratio))]
+             if p != q and q and abs(ratio - p / q) <= rtol * max(1.0, abs(ratio))]
     return close[0] if len(close) == 1 else None
 
 

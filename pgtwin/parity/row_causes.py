@@ -8,7 +8,9 @@ reading TF1's graph or by running one side again (a replay):
   (the TF2 side leaves a mask out);
 * :func:`mask_fill_rows`: an output that parts only where a 0/1 input is 0 (a mask filled
   with another value: -1e9, the dtype's lowest, -inf), and the NaN a -inf fill makes
-  downstream (0 x -inf in p log p).
+  downstream (0 x -inf in p log p);
+* :func:`padded_step_note`: an output ``[B, T, ...]`` that parts only past each sequence's
+  length (a recurrent layer's padded steps).
 """
 from __future__ import annotations
 
@@ -114,6 +116,40 @@ def _fill_note(row: Row, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np.ndar
                        "dtype.min) or tf.where(mask > 0, log_p, 0) there" if inf else ""),
                     inf)
     return "", False
+
+
+PADDED = "parts only at the padded steps"
+"""How :func:`padded_step_note` goes on after the output's name."""
+
+
+def padded_step_note(row: Row, a: np.ndarray | None, b: np.ndarray | None,
+                     fed: Mapping[str, np.ndarray]) -> str:
+    """Where ``a`` and ``b`` (TF1's and TF2's values of a ``[B, T, ...]`` output) differ only
+    at the padded steps of an integer input of sequence lengths ``[B]`` (``t >= length``):
+    the recurrent layer's outputs there (``dynamic_rnn`` writes zeros, a masked Keras RNN
+    repeats the last output: a faithful port failed on them); '' otherwise."""
+    if row.ok or a is None or b is None or np.ndim(a) < 2 or np.shape(a) != np.shape(b):
+        return ""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    steps = a.shape[1]
+    for key, lengths in fed.items():
+        lengths = np.asarray(lengths)
+        if lengths.shape != a.shape[:1] or lengths.dtype.kind not in "iu" \
+                or lengths.min(initial=0) < 0 or lengths.max(initial=0) > steps \
+                or lengths.min(initial=steps) >= steps:
+            continue
+        real = np.arange(steps)[None, :] < lengths[:, None]
+        real = real.reshape(real.shape + (1,) * (a.ndim - 2)) & np.ones(a.shape, bool)
+        differ = ~np.isclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=True)
+        if differ.any() and not differ[real].any():
+            return (f"{row.item!r} {PADDED}, t >= inputs[{key!r}] "
+                    f"({int(differ.sum())} entries; the real steps agree): a recurrent "
+                    "layer's outputs there differ. tf.compat.v1.nn.dynamic_rnn writes zeros "
+                    "past a sequence's length, and a Keras RNN given a mask repeats the last "
+                    "output unless built with zero_output_for_mask=True (keras.layers.RNN, "
+                    "LSTM, GRU). A loss that masks those steps does not see it; to make the "
+                    "rows agree, give the Keras layer zero_output_for_mask=True")
+    return ""
 
 
 def mask_fill_rows(rows: list[Row], legacy_out: Mapping[str, np.ndarray],
