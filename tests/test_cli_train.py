@@ -532,3 +532,38 @@ def test_a_resume_that_changes_a_store_true_flag_names_the_flag():
 
     assert option_for("deterministic") == "--deterministic"
     assert option_for("config.learning_rate") == "--lr (config.learning_rate)"
+
+
+def test_a_run_started_from_python_resumes_from_the_cli_given_its_env_module(tmp_path, capsys,
+                                                                            monkeypatch):
+    # train(RunSettings(...)) with the env's module imported by the caller saves
+    # env_module None; the CLI then needs --env-module to make the env, which --resume
+    # refused as a change of the run's settings. A module that another saved module
+    # replaced is still refused.
+    name = "pgtwin_resume_trial_envs"
+    (tmp_path / f"{name}.py").write_text(
+        "import gymnasium as gym\n"
+        "if 'ResumeTrial-v0' not in gym.registry:\n"
+        "    gym.register('ResumeTrial-v0', entry_point="
+        "'gymnasium.envs.classic_control:CartPoleEnv', max_episode_steps=50)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    logdir = str(tmp_path / "run")
+    try:
+        __import__(name)
+        settings = _settings("--env", "ResumeTrial-v0", "--steps", "64", "--logdir", logdir,
+                             *TINY)
+        assert settings.env_module is None
+        from pgtwin.train import train
+        train(settings)
+        code, _, err = _train(capsys, "--resume", "--logdir", logdir, "--env-module", name,
+                              "--steps", "128")
+        assert code == 0, err
+        with open(os.path.join(logdir, "run.json")) as f:
+            assert json.load(f)["env_module"] == name  # the next resume needs no module
+        with pytest.raises(SystemExit):
+            main(["train", "--resume", "--logdir", logdir, "--env-module", "json"])
+        assert "env_module (run: 'pgtwin_resume_trial_envs', given: 'json')" in \
+            capsys.readouterr().err
+    finally:
+        sys.modules.pop(name, None)
+        gymnasium.registry.pop("ResumeTrial-v0", None)

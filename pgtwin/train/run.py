@@ -145,9 +145,7 @@ def write_settings(paths: dict[str, str], settings: RunSettings) -> None:
 def check_same_settings(where: str, saved: dict[str, Any], settings: RunSettings) -> None:
     """Raise TrainingError naming every fixed setting (``RunSettings.fixed``) in which
     ``settings`` differ from the ``saved`` ones (``to_dict`` form) of checkpoint ``where``."""
-    before = RunSettings.from_dict(saved).fixed()
-    changed = {k: (before.get(k), v) for k, v in settings.fixed().items()
-               if before.get(k) != v}
+    changed = settings.changed_from(RunSettings.from_dict(saved))
     if changed:
         raise TrainingError(f"cannot resume {where} with different settings: "
                             + "; ".join(f"{k}: checkpoint {a!r}, now {b!r}"
@@ -346,6 +344,9 @@ class _Run:
             self.say(f"using the previous good checkpoint {ckpt.path}")
         doc = run_checkpoint.load_state(ckpt.path)
         check_same_settings(ckpt.path, doc["settings"], self.settings)
+        if self.settings.env_module and doc["settings"].get("env_module") is None:
+            with writing(self.paths["settings"]):  # the next resume needs no module given
+                write_settings(self.paths, self.settings)
         try:
             self.envs, self.state, self.progress = run_checkpoint.restore(
                 ckpt.path, doc, self.agent, self.envs, self.rng, self.normalizer)

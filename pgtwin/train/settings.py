@@ -117,6 +117,14 @@ class RunSettings:
         doc.update({f"config.{k}": v for k, v in doc.pop("config").items()})
         return doc
 
+    def changed_from(self, before: "RunSettings") -> dict[str, tuple[Any, Any]]:
+        """``{fixed setting: (before's, these)}`` where they differ. An ``env_module`` given
+        where ``before`` had none is no change: a run started from Python, the env's module
+        imported by the caller, saved none, and the CLI needs it to make the env again."""
+        was, now = before.fixed(), self.fixed()
+        return {k: (was.get(k), v) for k, v in now.items() if was.get(k) != v
+                and not (k == "env_module" and was.get(k) is None)}
+
 
 CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(ReinforceConfig))
 """Names :func:`resolve` reads as ``ReinforceConfig`` fields; the others are ``RunSettings``'."""

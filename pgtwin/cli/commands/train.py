@@ -265,8 +265,8 @@ def settings_from_args(args, parser):
     if saved is None:
         say_dropped_natural_step(env_id, given, settings)
     if saved is not None:
-        changed = [f"{option_for(k)} (run: {saved.fixed()[k]!r}, given: {v!r})"
-                   for k, v in settings.fixed().items() if saved.fixed()[k] != v]
+        changed = [f"{option_for(k)} (run: {was!r}, given: {now!r})"
+                   for k, (was, now) in settings.changed_from(saved).items()]
         if changed:
             parser.error("--resume cannot change the run's settings: " + "; ".join(changed))
     return settings, saved is not None
