@@ -72,6 +72,17 @@ class EnvStepError(RuntimeError):
     env's code; the env's exception is the ``__cause__`` (with its traceback)."""
 
 
+class EnvValueError(ValueError):
+    """An env returned a value pgtwin refuses (a NaN or inf observation or reward): the
+    message names the env index, the step and the value. The env's to fix, as an
+    :class:`EnvStepError` is."""
+
+
+ENV_INDEX = "pgtwin_env_index"
+"""The attribute the sub-env wrapper sets on an exception its env raises: the env's index
+in the vector env (an ``AsyncVectorEnv`` re-raises a worker's error without it)."""
+
+
 def innermost_frame(err: BaseException) -> tuple[FrameType, int] | None:
     """``(frame, line)`` where ``err`` was raised (its traceback's innermost entry), or None
     for an exception never raised."""

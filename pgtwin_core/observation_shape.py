@@ -4,14 +4,19 @@ A vector env stacks its sub-envs' observations; one whose shape changes mid-run 
 otherwise fail inside numpy with ``all input arrays must have the same shape``, naming
 neither the env nor the step. ``pgtwin_core.envs.make_vec_env`` wraps every sub-env in
 :class:`ObservationShapeCheck` and tells each its index; ``pgtwin_core.rollout.collect`` adds
-the rollout step and env-step to the message, as it does for non-finite observations.
+the rollout step and env-step to the message, as it does for non-finite observations. The
+wrapper also tags what its env's own ``reset`` or ``step`` raises with the env's index.
 """
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium
 import numpy as np
+
+from pgtwin_core.errors import ENV_INDEX
 
 
 class ObservationShapeError(ValueError):
@@ -49,14 +54,30 @@ class ObservationShapeCheck(gymnasium.Wrapper):
         self.env_index: int | None = None
 
     def reset(self, **kwargs) -> tuple[Any, dict]:
-        obs, info = self.env.reset(**kwargs)
+        with self._indexed():
+            obs, info = self.env.reset(**kwargs)
         self._check(obs, "reset")
         return obs, info
 
     def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        with self._indexed():
+            obs, reward, terminated, truncated, info = self.env.step(action)
         self._check(obs, "step")
         return obs, reward, terminated, truncated, info
+
+    @contextlib.contextmanager
+    def _indexed(self) -> Iterator[None]:
+        """Run the env's own code; what it raises leaves with this env's index as its
+        ``pgtwin_core.errors.ENV_INDEX`` attribute (the rollout's message names the env)."""
+        try:
+            yield
+        except Exception as err:
+            if self.env_index is not None and not hasattr(err, ENV_INDEX):
+                try:
+                    setattr(err, ENV_INDEX, self.env_index)
+                except AttributeError:  # an exception type that takes no attributes
+                    pass
+            raise
 
     def _check(self, obs: Any, where: str) -> None:
         expected = self.observation_space.shape

@@ -16,7 +16,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from pgtwin_core import sampling
-from pgtwin_core.errors import EnvStepError, raised_at
+from pgtwin_core.errors import ENV_INDEX, EnvStepError, EnvValueError, raised_at
 from pgtwin_core.observation_shape import ObservationShapeError, shape_message
 from pgtwin_core.specs import PolicySpec
 
@@ -207,7 +207,9 @@ def _step(envs: gym.vector.VectorEnv, spec: PolicySpec, actions: np.ndarray,
             shape_message(err.got, f"env {err.env_index}", where, err.expected),
             err.env_index, err.got, err.expected) from err
     except Exception as err:  # noqa: BLE001  (the env's code: reported with its traceback)
-        raise EnvStepError(f"the env raised {type(err).__name__} at rollout step {step} "
+        index = getattr(err, ENV_INDEX, None)
+        who = "the env" if index is None else f"env {index}"
+        raise EnvStepError(f"{who} raised {type(err).__name__} at rollout step {step} "
                            f"(env-step {env_steps}), in {raised_at(err)}: {err}") from err
 
 
@@ -270,7 +272,7 @@ def _check_finite_obs(obs: np.ndarray, step: int, env_steps: int) -> None:
     if bad.any():
         i = int(np.argmax(bad))
         where = "reset" if step < 0 else f"rollout step {step}"
-        raise ValueError(
+        raise EnvValueError(
             f"non-finite observation from env {i} at {where} (env-step {env_steps}): {obs[i]}"
         )
 
@@ -279,7 +281,7 @@ def _check_finite_rewards(rewards: np.ndarray, step: int, env_steps: int) -> Non
     bad = ~np.isfinite(rewards)
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(
+        raise EnvValueError(
             f"non-finite reward {rewards[i]} from env {i} at rollout step {step} "
             f"(env-step {env_steps})"
         )

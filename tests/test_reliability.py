@@ -149,6 +149,9 @@ def test_nan_from_the_env_names_env_and_step_and_keeps_the_checkpoint(tmp_path, 
     ckpt = checkpoints.checkpoint_path(os.path.join(logdir, "checkpoints"), 1)
     assert f"pgtwin train: error: {env_id} (eager) failed during update 2" in err
     assert what in err and f"the last checkpoint {ckpt} is intact" in err
+    # the env's to fix, as for an env that raises: the fix and the command to go on
+    assert f"is intact; fix the env (or wrap it to replace such values), then resume with: " \
+        in err and f"--resume --logdir {logdir}" in err
     assert checkpoints.verify(ckpt).meta["env_steps"] == 16
     assert [u for u, _ in checkpoints.list_checkpoints(os.path.join(logdir, "checkpoints"))] == [1]
 
@@ -164,7 +167,7 @@ def test_an_env_that_raises_names_where_keeps_the_checkpoint_and_shows_its_trace
     ckpt = checkpoints.checkpoint_path(os.path.join(logdir, "checkpoints"), 1)
     message = err[err.index("pgtwin train: error:"):]
     assert message.startswith("pgtwin train: error: RaisingCartPole-v0 (eager) failed during "
-                              "update 2: the env raised RuntimeError at rollout step 1"), message
+                              "update 2: env 2 raised RuntimeError at rollout step 1"), message
     assert "tests/cli_envs.py:" in message and "simulator crashed at call 5" in message
     assert f"the last checkpoint {ckpt} is intact; fix the env, then resume with: " in message
     # the env's own traceback comes first, ending at its raise

@@ -33,7 +33,7 @@ import gymnasium as gym
 import numpy as np
 
 from pgtwin_core.envs import make_vec_env
-from pgtwin_core.errors import EnvStepError
+from pgtwin_core.errors import EnvStepError, EnvValueError
 from pgtwin_core.loop import iterate_training
 from pgtwin_core.obs_normalizer import ObsNormalizer
 from pgtwin_core.specs import spec_for_env
@@ -406,6 +406,12 @@ class _Run:
                         self._checkpoint()                                        # checkpoint
                     if done:
                         break
+        except EnvValueError as err:
+            then = (f"; fix the env (or wrap it to replace such values), then resume with: "
+                    f"{resume_command(s.logdir, s.env_module)}" if self.last_checkpoint else "")
+            raise TrainingError(f"{s.env_id} ({s.impl}) failed during update {p.update + 1} "
+                                f"after env-step {p.env_steps}: {err}; {self._intact()}{then}"
+                                ) from err
         except (ValueError, FloatingPointError) as err:
             raise TrainingError(f"{s.env_id} ({s.impl}) failed during update {p.update + 1} "
                                 f"after env-step {p.env_steps}: {err}; {self._intact()}") from err
