@@ -170,10 +170,12 @@ def check_spaces(env_id: str, obs_space: spaces.Space, act_space: spaces.Space) 
     """Raise ValueError unless observations are Box and actions Discrete or a 1-D Box,
     saying how to wrap the env where a gymnasium wrapper does it."""
     if not isinstance(obs_space, spaces.Box):
-        fix = (": one-hot encode it with gymnasium.wrappers.FlattenObservation (Discrete(n) "
-               "becomes a Box of n)" if isinstance(obs_space, (spaces.Discrete,
-                                                                spaces.MultiDiscrete,
-                                                                spaces.Tuple, spaces.Dict))
+        fix = (": wrap the env in gymnasium.wrappers.FlattenObservation, which makes it one "
+               "Box (a Discrete(n) one-hot as n values, a Box's values as they are, a Dict's "
+               "or Tuple's parts side by side)" if isinstance(obs_space, (spaces.Discrete,
+                                                                         spaces.MultiDiscrete,
+                                                                         spaces.Tuple,
+                                                                         spaces.Dict))
                else "")
         raise ValueError(f"{env_id!r} has observation space {obs_space}, which is not a Box"
                          f"{fix}; {SUPPORTED_HINT}")

@@ -210,9 +210,10 @@ def observation_rank_problem(env_id: str, obs_shape: tuple[int, ...], torso: str
     if torso == "lstm":
         return (f"{env_id!r} has {rank}-D observations {tuple(obs_shape)}: the lstm torso "
                 f"takes 1-D observations or an env's own window [K, obs_dim]; {flatten}")
+    time = (", or, if the first axis is time ([K, obs_dim]), use --torso lstm --history 1 "
+            "(torso='lstm', history=1), which reads it as K steps" if rank == 2 else "")
     return (f"{env_id!r} has {rank}-D observations {tuple(obs_shape)}, and the mlp torso takes "
-            f"1-D ones: {flatten}, or, if the first axis is time ([K, obs_dim]), use "
-            "--torso lstm --history 1 (torso='lstm', history=1), which reads it as K steps")
+            f"1-D ones: {flatten}{time}")
 
 
 def spec_for_env(

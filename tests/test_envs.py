@@ -228,6 +228,17 @@ def test_non_box_observation_space_is_rejected():
         make_vec_env("FrozenLake-v1")
 
 
+def test_image_observations_are_told_to_flatten_and_not_to_try_the_lstm():
+    # [8, 8, 1] has no time axis the lstm could read (it takes [K, obs_dim]): a helper
+    # followed the advice "--torso lstm --history 1" and was refused by the lstm's check
+    from pgtwin_core.specs import observation_rank_problem
+    mlp = observation_rank_problem("Img-v0", (8, 8, 1), "mlp")
+    assert mlp.startswith("'Img-v0' has 3-D observations (8, 8, 1), and the mlp torso takes "
+                          "1-D ones: flatten them first") and "--torso lstm" not in mlp
+    assert observation_rank_problem("Img-v0", (8, 8, 1), "lstm", 1).startswith(
+        "'Img-v0' has 3-D observations (8, 8, 1): the lstm torso takes 1-D observations")
+
+
 def test_observations_of_a_rank_the_torso_does_not_take_are_refused_naming_the_fix():
     # The mlp takes [obs_dim]; the lstm an env's own window [K, obs_dim], or [obs_dim]
     # stacked by --history K.

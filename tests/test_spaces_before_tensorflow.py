@@ -23,7 +23,8 @@ CASES = {
                                             "with gymnasium.wrappers.TransformAction(env, lambda "
                                             "a: a.reshape((2, 1)), a Box of shape (2,))",
     "FrozenLake-v1": "'FrozenLake-v1' has observation space Discrete(16), which is not a Box: "
-                     "one-hot encode it with gymnasium.wrappers.FlattenObservation",
+                     "wrap the env in gymnasium.wrappers.FlattenObservation, which makes it "
+                     "one Box (a Discrete(n) one-hot as n values",
     "tests.cli_envs:NeedsBox2D-v0": "'NeedsBox2D-v0' needs a package that is not installed: "
                                     "Box2D is not installed",
     "tests.cli_envs:NeedsJax-v0": "'NeedsJax-v0' needs a package that is not installed: No "
