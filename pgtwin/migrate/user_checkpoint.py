@@ -182,10 +182,14 @@ def convert_user_checkpoint(
                                   f"(its names' first scopes: {scopes[:20]}): name a variable, "
                                   "or a scope ending in '/'. Nothing was written.")
     legacy = None
+    notes: list[str] = []
     try:
         if tf1_program is not None:
             legacy = TF1Side(tf1_program, inputs)
             _restore_tf1(legacy, prefix, values)
+            legacy.sync_copies()  # A3C: the trained weights are the global network's
+            if legacy.copies:
+                notes.append(_copies_note(legacy.copies))
             tf1_infos = [i for i in legacy.infos() if not _dropped(i.name, drop)]
             tf1_state = [i for i in legacy.state_infos() if not _dropped(i.name, drop)]
             oracle = {**legacy.values(), **legacy.state_values()}
@@ -207,7 +211,6 @@ def convert_user_checkpoint(
         eager.load({p.tf2.name: oracle[p.tf1.name] for p in mapping.pairs})
         eager.load_state({p.tf2.name: oracle[p.tf1.name] for p in state.pairs})
 
-        notes: list[str] = []
         optimizer, unknown = _written_optimizer(eager, tf2_program)
         slot_state = None if optimizer_state == "reset" else _tf1_slot_state(
             values, mapping, optimizer)
@@ -247,6 +250,8 @@ def convert_user_checkpoint(
         if legacy is not None:
             legacy.close()
     used = {p.tf1.name for p in everything.pairs} | set(adam.names if adam else ())
+    if legacy is not None:  # A3C: the global variables' values were converted
+        used |= set(legacy.copies.values())
     if slot_state is not None and optimizer is not None:
         used |= {f"{n}/{x}" for n in slot_state.slots for x in slot_state.suffixes}
     if adam is None and steps:  # the schedule's step count came from it
@@ -488,9 +493,15 @@ def _tf1_adam(values: Mapping[str, np.ndarray], mapping: VariableMapping,
     has_state = any(n in by_var for n in names) or any(power_key(n) for n in values)
     reason = None
     pairs = {n: adam_pair(by_var.get(n, {})) for n in names}
+    copied: list[str] = []
     if legacy is not None:  # the graph says which optimizer updates each variable
-        adam = _adam_updated(legacy, names)
-        pairs = {n: p if n in adam else None for n, p in pairs.items()}
+        trained = {n: variable_name(v) for n, v in legacy.trained.items() if n in names}
+        adam = _adam_updated(legacy, list(trained.values()))
+        pairs = {n: p if trained.get(n, n) in adam else None for n, p in pairs.items()}
+        for n, (m, v) in _copies_slots(legacy, names, values).items():
+            pairs[n], copied = (values[m], values[v]), copied + [m, v]
+        has_state = has_state or bool(copied)
+        names = [trained.get(n, n) for n in names]
     powers = _powers(values, names, legacy)
     if not has_state:
         reason = "the checkpoint holds no optimizer state for the converted variables"
@@ -517,7 +528,7 @@ def _tf1_adam(values: Mapping[str, np.ndarray], mapping: VariableMapping,
             notes.append(f"{NOT_CONVERTED}{reason}")
         return None
     (b1_name, b2_name) = powers
-    used = [b1_name, b2_name] + [s for s, (var, _) in slot_of.items() if var in pairs]
+    used = [b1_name, b2_name] + [s for s, (var, _) in slot_of.items() if var in pairs] + copied
     return _Adam({n: p for n, p in pairs.items()}, values[b1_name], values[b2_name], used)
 
 
@@ -619,6 +630,30 @@ def _powers(values: Mapping[str, np.ndarray], names: Sequence[str],
                 f"{sorted(used)}")
     return (f"several beta powers {found} (several Adam optimizers): give the TF1 program "
             "(--tf1) so its graph says which one trained these variables")
+
+
+def _copies_note(copies: Mapping[str, str]) -> str:
+    """What was converted for A3C's local copies (:attr:`TF1Side.copies`)."""
+    shown = ", ".join(f"{g} as {n}" for n, g in list(copies.items())[:3])
+    return (f"the weights converted are the global network's, which the train_op updates "
+            f"({shown}{', ...' if len(copies) > 3 else ''}), and its Adam state; the "
+            "checkpoint's copies the loss reads held them as of their last sync")
+
+
+def _copies_slots(legacy: TF1Side, names: Sequence[str], values: Mapping[str, np.ndarray]
+                  ) -> dict[str, tuple[str, str]]:
+    """``{compared name: (m's checkpoint name, v's)}`` for the local copies among ``names``
+    (:attr:`TF1Side.copies`): the slots of the ``ApplyAdam`` op that updates the global
+    variable, read from the graph (an A3C worker's optimizer, built under its scope, names
+    them ``worker_0/global/fc/w/Adam``, which no name rule ties to ``global/fc/w``)."""
+    wanted = {g: n for n, g in legacy.copies.items() if n in names}
+    out = {}
+    for op in legacy.graph.get_operations():
+        if op.type in _APPLY_ADAM and _source_variable(op.inputs[0]) in wanted:
+            m, v = _source_variable(op.inputs[1]), _source_variable(op.inputs[2])
+            if m in values and v in values:
+                out[wanted[_source_variable(op.inputs[0])]] = (m, v)
+    return out
 
 
 def _adam_updated(legacy: TF1Side, names: Sequence[str]) -> set[str]:

@@ -164,6 +164,7 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     report.rows.extend(_state_rows(state, legacy, ctx))
     report.rows.extend(Row("variables", f"TF1 {n}", 0.0, 0.0, True, FROZEN_IN_EFFECT, ctx)
                        for n in frozen)
+    report.rows.extend(_copies_rows(legacy, ctx))
     if not report.ok:
         return report
     if init != "off":
@@ -202,6 +203,26 @@ CONSTANT_GAP = ("; the gradients agree, so the gap does not depend on the weight
                 "constant term (a log-density's 0.5 log(2 pi), an entropy's 0.5 log(2 pi e)) "
                 "that training does not see, only the logged loss")
 """Added to a loss row that parts where every gradient row passes."""
+
+
+def _copies_rows(legacy: TF1Side, ctx: str) -> list[Row]:
+    """A passing row that says how the harness steps A3C's local copies
+    (:attr:`TF1Side.copies`), with the copies that held stale values; none without."""
+    if not legacy.copies:
+        return []
+    pairs = list(legacy.copies.items())
+    shown = ", ".join(f"{g} for {n}" for n, g in pairs[:3]) + (", ..." if len(pairs) > 3
+                                                               else "")
+    stale = legacy.unsynced()
+    return [Row("variables", "local copies", 0.0, 0.0, True,
+                ("WARNING " if stale else "") + f"TF1's train_op updates the variables the loss does not read in place of "
+                f"those it reads ({shown}: A3C's global network and a worker's copy): the "
+                "harness gives each pair the same weights, runs the train_op, then copies the "
+                "updated weights into the loss's as your sync op does, and compares those"
+                + (f". After build, {len(stale)} of the copies ({', '.join(stale[:3])}"
+                   f"{', ...' if len(stale) > 3 else ''}) held other values than the global "
+                   "variables: run the sync op before each rollout, or the worker's loss "
+                   "reads stale weights" if stale else ""), ctx)]
 
 
 def _constant_loss_gap(rows: list[Row], grads: list[Row]) -> list[Row]:

@@ -152,8 +152,8 @@ def judge(legacy: TF1Side, eager: TF2Side, group: OptimizerGroup, drifts: Mappin
             f"var_list, or trained by another op) and the TF2 train step steps them with "
             f"{type(group.keras).__name__}: apply gradients to the variables TF1 trains "
             "(or give TF1Program.train_op every train op)", ctx)], rtol, atol)
-    tf1_clip = tf1_clipping(legacy.train_op, legacy.loss,
-                            [legacy.variables[n] for n in group.tf1_names])
+    trained = legacy.trained
+    tf1_clip = tf1_clipping(legacy.train_op, legacy.loss, [trained[n] for n in group.tf1_names])
     tf1_kind, tf1_settings = group.tf1_kind, group.tf1_settings
     settings = group.keras_settings
     at = legacy.clip_threshold(group.tf1_names) if tf1_clip is not None else None

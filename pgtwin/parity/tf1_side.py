@@ -28,6 +28,7 @@ from pgtwin.parity.fed_gradients import fed_gradients
 from pgtwin.parity.feed_cuts import cut_off_message
 from pgtwin.parity.graph_walk import ASSIGN_OPS, upstream_ops
 from pgtwin.parity.index_ranges import check_fed_indices
+from pgtwin.parity.local_copies import local_copies
 from pgtwin.parity.model_state import state_kept, tf1_state_variables, variable_ops
 from pgtwin.parity.optimizer_config import (apply_kind, gradient_input, tf1_adam_moments,
                                             tf1_clip_thresholds, tf1_optimizer,
@@ -248,6 +249,14 @@ class TF1Side:
                     else resolve(self.obj, refs, f"{what}.train_op", g)
                 self.train_op = train_op_of(found, f"{what}.train_op={refs!r}", g)
         self.variables, self.not_compared = self._compared_variables(program, what)
+        if program.var_list is not None:
+            self._refuse_global_var_list(what)
+        self.copies = local_copies(g, self.loss, self.train_op, self.variables,
+                                   self.graph_variables())
+        """``{compared name: the variable the train_op updates in its place}``: A3C's local
+        copies of the global network (:mod:`pgtwin.parity.local_copies`); loaded with the
+        same values, and synced from them after each step, as the user's sync op does."""
+        self.not_compared = [n for n in self.not_compared if n not in self.copies.values()]
         self.state = tf1_state_variables(g, [self.loss, *self.outputs.values()],
                                          self.variables)
         self.gradient_holders = {} if self.train_op is None else fed_gradients(
@@ -259,11 +268,69 @@ class TF1Side:
             self._holder_grads = self._loss_gradients_for_holders()
             self._assign = Assigner(self.variables)
             self._assign_state = Assigner(self.state)
+            self._assign_trained, self._sync = self._copy_ops()
             init = tf.group(tf1.global_variables_initializer(),
                             tf1.local_variables_initializer(), tf1.tables_initializer())
         self.session = tf1.Session(graph=g, config=op_by_op_config())
         self.session.run(init)
         self._take_users_values()
+
+    def _refuse_global_var_list(self, what: str) -> None:
+        """Refuse a ``var_list`` of variables the loss does not read where the train_op
+        updates them with the gradients of copies the loss reads (A3C's global network
+        named, where the loss reads a worker's): their gradients would be None."""
+        reached = variable_ops([self.loss])
+        by_name = self.graph_variables()
+        read = {n: v for n, v in by_name.items()
+                if v.op in reached and n not in self.variables and v.trainable}
+        found = local_copies(self.graph, self.loss, self.train_op, read, by_name)
+        named = {g: n for n, g in found.items() if g in self.variables}
+        if not named:
+            return
+        shown = ", ".join(f"{g} (the loss reads {n})" for g, n in list(named.items())[:3])
+        raise ValueError(
+            f"{what}.var_list names variables the loss does not read: {shown}"
+            f"{f' and {len(named) - 3} more' if len(named) > 3 else ''}. The train_op "
+            "updates them with the "
+            "gradients of the copies the loss reads (A3C's global network and a worker's). "
+            "Leave var_list out: pgtwin then compares the variables the loss reads, steps "
+            "them through the train_op's updates of their global copies, and syncs them as "
+            "your code does")
+
+    @property
+    def trained(self) -> dict[str, Any]:
+        """``{compared name: the variable the train_op updates for it}``: itself, or the
+        global variable of a local copy (:attr:`copies`). What the optimizer's apply ops,
+        slots and clipping are read from."""
+        by_name = self.graph_variables()
+        return {n: by_name[self.copies[n]] if n in self.copies else v
+                for n, v in self.variables.items()}
+
+    def sync_copies(self) -> None:
+        """Write each of the :attr:`copies` with its trained variable's value, as the
+        user's sync op does (after a checkpoint's restore: the trained weights are the
+        global network's, the local copies one sync behind)."""
+        if self._sync is not None:
+            self.session.run(self._sync)
+
+    def unsynced(self) -> list[str]:
+        """The :attr:`copies` whose values differ now from their trained variables' (the
+        user's sync op not run since the global network changed)."""
+        if not self.copies:
+            return []
+        by_name = self.graph_variables()
+        local, trained = self.session.run(
+            [[self.variables[n] for n in self.copies], [by_name[g] for g in self.copies.values()]])
+        return [n for n, a, b in zip(self.copies, local, trained) if not np.array_equal(a, b)]
+
+    def _copy_ops(self) -> tuple["Assigner", Any]:
+        """An assigner of the copies' trained variables (by the copies' names), and one op
+        that writes each copy with its trained variable's value (the user's sync op)."""
+        by_name = self.graph_variables()
+        trained = {n: by_name[g] for n, g in self.copies.items()}
+        sync = tf.group(*[tf1.assign(self.variables[n], v.read_value() if hasattr(
+            v, "read_value") else v) for n, v in trained.items()]) if trained else None
+        return Assigner(trained), sync
 
     def _take_users_values(self) -> None:
         """Give the harness's Session the values the user's own Session holds after
@@ -461,8 +528,10 @@ class TF1Side:
         return {n: values.get(n) for n in self.grads}
 
     def load(self, weights: Mapping[str, np.ndarray]) -> None:
-        """Assign every compared variable its value in ``weights``."""
+        """Assign every compared variable its value in ``weights`` (and the global variable
+        of each local copy the same)."""
         self._assign.run(self.session, weights)
+        self._assign_trained.run(self.session, weights)
 
     def optimizer(self) -> tuple[str, dict[str, float]]:
         """``(kind, settings)`` of the optimizer the ``train_op`` runs on the compared
@@ -471,7 +540,7 @@ class TF1Side:
         placeholder only the train_op reads, left out of the feeds, is a
         :class:`FeedError`)."""
         with state_kept(self), _named_feeds():
-            return tf1_optimizer(self.train_op, self.session, self.feed, self.variables.values())
+            return tf1_optimizer(self.train_op, self.session, self.feed, self.trained.values())
 
     def unstepped(self) -> list[str]:
         """The compared variables the ``train_op`` never updates, in creation order, where
@@ -480,9 +549,10 @@ class TF1Side:
         if self.train_op is None:
             return []
         stepped = tf1_stepped(self.train_op)
-        if not any(v.op in stepped for v in self.variables.values()):
+        trained = self.trained
+        if not any(v.op in stepped for v in trained.values()):
             return []
-        return [n for n, v in self.variables.items() if v.op not in stepped]
+        return [n for n, v in trained.items() if v.op not in stepped]
 
     def read_not_compared(self) -> list[str]:
         """The :attr:`not_compared` variables the loss reads all the same (left out of an
@@ -500,6 +570,7 @@ class TF1Side:
                  for n in names}
         for n in names:
             self.grads.pop(n, None)
+            self.copies.pop(n, None)
         self.not_compared = [n for n in self.not_compared if n not in moved]
         order = {v.op: i for i, v in enumerate(self.graph_variables().values())}
         self.state = dict(sorted({**self.state, **moved}.items(),
@@ -507,6 +578,7 @@ class TF1Side:
         with self.graph.as_default():
             self._assign = Assigner(self.variables)
             self._assign_state = Assigner(self.state)
+            self._assign_trained, self._sync = self._copy_ops()
 
     def graph_variables(self) -> dict[str, Any]:
         """``{name: variable}`` of every variable of the graph, in creation order."""
@@ -532,7 +604,7 @@ class TF1Side:
         a variable the ``train_op`` does not update is left out)."""
         with state_kept(self), _named_feeds():
             return tf1_settings_by_variable(self.train_op, self.session, self.feed,
-                                            self.variables)
+                                            self.trained)
 
     def assigner_of(self, name: str) -> str:
         """The first op the ``train_op`` runs that assigns state variable ``name`` (a
@@ -558,7 +630,7 @@ class TF1Side:
     def adam_moments(self) -> dict[str, np.ndarray]:
         """``{name: Adam's first moment m}`` now, for the compared variables the
         ``train_op`` steps with Adam (``optimizer_config.tf1_adam_moments``); else empty."""
-        slots = tf1_adam_moments(self.train_op, self.graph, self.variables)
+        slots = tf1_adam_moments(self.train_op, self.graph, self.trained)
         return dict(zip(slots, self.session.run(list(slots.values())))) if slots else {}
 
     def _defaulted(self, key: str) -> tf.Operation | None:
@@ -583,6 +655,8 @@ class TF1Side:
         (:attr:`gradient_holders`) fed the loss's gradients at the weights of this step."""
         with _named_feeds():
             self.session.run(self.train_op, self._train_feed())
+        if self._sync is not None:  # the copies take the trained weights, as A3C's sync
+            self.session.run(self._sync)
 
     def _train_feed(self) -> dict[tf.Tensor, np.ndarray]:
         """:attr:`feed`, and the gradient placeholders fed the loss's gradients now."""
@@ -595,7 +669,7 @@ class TF1Side:
         """The compared variables whose gradient into the ``train_op``'s apply op equals the
         loss's gradient now (to 1e-6 relative: a clip's ``t * c / c``): where TF1 clips,
         the clip does not act on this batch at these weights."""
-        names = {v.op: n for n, v in self.variables.items()}
+        names = {v.op: n for n, v in self.trained.items()}
         applied = {names[op.inputs[0].op]: gradient_input(op)
                    for op in upstream_ops(self.train_op) if apply_kind(op.type)
                    and "Sparse" not in op.type and op.inputs[0].op in names}
@@ -609,8 +683,8 @@ class TF1Side:
         """The threshold of TF1's clipping of these variables' gradients, as the Keras
         setting of that kind would read (:func:`tf1_clip_thresholds`), where one value
         serves all of them; else None."""
-        found = tf1_clip_thresholds(self.train_op, self.loss,
-                                    [self.variables[n] for n in names])
+        trained = self.trained
+        found = tf1_clip_thresholds(self.train_op, self.loss, [trained[n] for n in names])
         if not found:
             return None
         values = [sign * float(v) for (_, sign), v in zip(
@@ -640,7 +714,7 @@ class TF1Side:
     def restate_optimizer(self, make: Any) -> None:
         """Make ``train_op`` ``make()``'s step on the compared variables' gradients, with
         the graph's ``UPDATE_OPS`` (moving statistics) run alongside."""
-        _, step = restated_step(self.graph, self.session, make, self.grads, self.variables)
+        _, step = restated_step(self.graph, self.session, make, self.grads, self.trained)
         with self.graph.as_default():  # as a train_op built with minimize() under them
             updates = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
             self.train_op = tf.group(step, *updates) if updates else step
