@@ -258,8 +258,9 @@ def test_a_schedule_that_differs_is_named_by_each_sides_schedule():
 
 def test_a_fed_rate_against_a_keras_schedule_is_told_as_fed_not_as_schedules():
     """TF1's rate is a placeholder the loop feeds (A2C's linear schedule); the harness feeds
-    it the batch's one value at every step, so a Keras schedule parts at step 2, and the
-    note says why, not to compare exponential_decay's settings."""
+    it the batch's value, halved from step 2, so a Keras schedule of its own parts at step
+    2, and the note says the TF2 step does not take the input, not to compare
+    exponential_decay's settings."""
     def fed_rate(lr):
         return tf1.train.GradientDescentOptimizer(tf1.placeholder(tf.float32, [], name="LR"))
     program = dataclasses.replace(up.tf1_program(), build=lambda: up.PolicyGradient(
@@ -268,9 +269,35 @@ def test_a_fed_rate_against_a_keras_schedule_is_told_as_fed_not_as_schedules():
     report = compare_programs(program, up.tf2_program(optimizer=keras.optimizers.SGD(
         keras_rate)), {**BATCH, "lr": np.float64(up.LR)})
     first = report.first_failure
-    assert (first.item, "step 2/3" in first.context) == ("optimizer.learning_rate", True)
-    assert "TF1's rate is the placeholder LR, which the harness feeds the same input at " \
-           "every step" in first.note and "exponential_decay" not in first.note
+    assert first.rung == "weights" and "step 2/3" in first.context, report.to_table()
+    assert first.note.startswith("from this step TF1's fed learning rate moved "
+                                 "(inputs['lr'] 0.01 -> 0.005) on both sides"), first.note
+    assert "the TF2 train step does not take inputs['lr']" in first.note
+    assert "exponential_decay" not in first.note
+
+
+def test_a_port_that_ignores_the_fed_rate_for_an_equal_fixed_one_parts_at_step_2():
+    # PPO2's LR placeholder fed 0.01, and a port whose SGD is built with 0.01 and never
+    # reads batch["lr"]: with one value at every step it passed every rung; the harness
+    # now halves the input from step 2, and only a port that takes it agrees
+    def fed_rate(lr):
+        return tf1.train.GradientDescentOptimizer(tf1.placeholder(tf.float32, [], name="LR"))
+    program = dataclasses.replace(up.tf1_program(), build=lambda: up.PolicyGradient(
+        optimizer=fed_rate), feeds={**up.tf1_program().feeds, "lr": "LR:0"})
+    batch = {**BATCH, "lr": np.float64(up.LR)}
+    fixed = compare_programs(program, up.tf2_program(optimizer=keras.optimizers.SGD(up.LR)),
+                             batch)
+    assert not fixed.ok and "step 2/3" in fixed.first_failure.context
+    assert "does not take inputs['lr']" in fixed.first_failure.note
+    taking_program = up.tf2_program(optimizer=keras.optimizers.SGD(up.LR))
+
+    def takes_rate(agent, b):  # as annealed-rate code does: the rate from the batch
+        agent.optimizer.learning_rate.assign(tf.cast(b["lr"], tf.float32))
+        agent.train_step(b["obs"], b["actions"], b["returns"])
+    taking = compare_programs(program, dataclasses.replace(taking_program,
+                                                           train_step=takes_rate), batch)
+    assert taking.ok, taking.to_table()
+    assert any(r.item == "fed learning rate" for r in taking.rows)
 
 
 @pytest.mark.parametrize("decay", [0.5, 1.0])

@@ -153,5 +153,15 @@ def test_a_placeholder_only_the_train_op_reads_is_named_before_any_step():
                                         r"the loss does not .* add feeds=\{\.\.\., 'KEY': 'lr'\}"):
         compare_programs(program, up.tf2_program(), BATCH)
     fed = dataclasses.replace(program, feeds={**FEEDS, "lr": "lr_ph"})
-    report = compare_programs(fed, up.tf2_program(), {**BATCH, "lr": np.float64(up.LR)})
+    batch = {**BATCH, "lr": np.float64(up.LR)}
+    # a port whose Adam holds the same rate and never reads the input parts once the
+    # harness halves it at step 2; one that sets its rate from the batch passes
+    fixed = compare_programs(fed, up.tf2_program(), batch)
+    assert "does not take inputs['lr']" in fixed.first_failure.note, fixed.to_table()
+
+    def takes_rate(agent, b):
+        agent.optimizer.learning_rate.assign(tf.cast(b["lr"], tf.float32))
+        agent.train_step(b["obs"], b["actions"], b["returns"])
+    report = compare_programs(fed, dataclasses.replace(up.tf2_program(),
+                                                       train_step=takes_rate), batch)
     assert report.ok, report.to_table()

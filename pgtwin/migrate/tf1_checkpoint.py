@@ -49,6 +49,13 @@ def checkpoint_prefix(src: str) -> str:
                 + ": give the checkpoint's prefix (model.ckpt for model.ckpt.index)"
                 + _listed(src))
         return latest
+    if os.path.isfile(src) and src.lower().endswith((".h5", ".hdf5", ".keras")):
+        raise ValueError(
+            f"{src!r} is a Keras weights file (model.save_weights or model.save), not a TF1 "
+            "Saver checkpoint: there is nothing to convert. Load it into your TF2 model with "
+            "model.load_weights(path) (Keras 3 reads tf.keras' HDF5 weights by layer order); "
+            "it holds no optimizer state. To carry the optimizer's state too, convert the "
+            "Saver checkpoint of the same run, if it wrote one")
     prefix = _FILE_SUFFIX.sub("", src)
     if not os.path.isfile(f"{prefix}.index"):
         raise ValueError(f"no TF1 checkpoint at {src!r}: {prefix + '.index'!r} does not exist"

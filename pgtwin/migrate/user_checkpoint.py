@@ -69,6 +69,7 @@ from pgtwin.parity.forward_rows import forward_rows
 from pgtwin.parity.parity_rows import tf_keras_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.migrate.optimizer_states import OPTIMIZER_STATES
+from pgtwin.migrate.second_copies import second_set_note
 from pgtwin.migrate.tf1_checkpoint import (
     adam_pair, adam_step_count, checkpoint_dtype, checkpoint_prefix, load_tf1_adam, power_key,
     read_tf1_checkpoint, slot_parents)
@@ -258,7 +259,11 @@ def convert_user_checkpoint(
         used |= {n for n, v in values.items() if _is_global_step(n, v)}
     how = ("none" if optimizer is None else "adam" if adam is not None
            else slot_state.kind if slot_state is not None else "fresh")
-    return UserConversion(dst, everything, how, steps, sorted(set(values) - used), notes, report)
+    left = sorted(set(values) - used)
+    second = second_set_note(values, {p.tf1.name: p.tf2.name for p in mapping.pairs}, left)
+    if second:
+        report.rows.append(Row("variables", "second set", 0.0, 0.0, True, second, dtype))
+    return UserConversion(dst, everything, how, steps, left, notes, report)
 
 
 NOT_CONVERTED = "optimizer state not converted, started fresh: "

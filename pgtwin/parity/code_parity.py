@@ -215,7 +215,8 @@ def _copies_rows(legacy: TF1Side, ctx: str) -> list[Row]:
                                                                else "")
     stale = legacy.unsynced()
     return [Row("variables", "local copies", 0.0, 0.0, True,
-                ("WARNING " if stale else "") + f"TF1's train_op updates the variables the loss does not read in place of "
+                ("WARNING " if stale else "")
+                + f"TF1's train_op updates the variables the loss does not read in place of "
                 f"those it reads ({shown}: A3C's global network and a worker's copy): the "
                 "harness gives each pair the same weights, runs the train_op, then copies the "
                 "updated weights into the loss's as your sync op does, and compares those"

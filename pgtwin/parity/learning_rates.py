@@ -37,9 +37,10 @@ def learning_rate_row(tf1_rate: float | None, optimizer: Any, where: str,
     name = type(optimizer).__name__
     why = _schedules_differ(schedules, getattr(optimizer, "_learning_rate", None)) \
         if not fed else (
-        f"TF1's rate is the placeholder {', '.join(fed)}, which the harness feeds the same "
-        "input at every step, and the Keras optimizer's schedule has moved its own: a "
-        "schedule your loop feeds cannot be compared over steps here; set the Keras rate "
+        f"TF1's rate is the placeholder {', '.join(fed)}, which the harness feeds the "
+        "batch's value (halved from step 2), and the Keras optimizer's schedule has moved "
+        "its own: a schedule your loop feeds cannot be compared over steps here; set the "
+        "Keras rate "
         "from the same input in the train step (optimizer.learning_rate.assign(batch[KEY])) "
         "to compare the rest, or compare over one step (--steps 1)")
     return Row("weights", "optimizer.learning_rate", abs(a - b), abs(a - b) / max(abs(a), abs(b)),

@@ -515,6 +515,11 @@ class TF1Side:
             return self._run(fetches, {self.placeholders[k]: v
                                        for k, v in (replaced or {}).items()})
 
+    def set_input(self, key: str, value: Any) -> None:
+        """Feed ``value`` for batch key ``key`` from now on (cast to its placeholder's dtype)."""
+        ph = self.placeholders[key]
+        self.feed[ph] = np.asarray(value, dtype=np.asarray(self.feed[ph]).dtype)
+
     def fetch(self, tensors: list[tf.Tensor]) -> list[np.ndarray]:
         """``tensors``' values on the inputs (the state left as it was)."""
         with state_kept(self):

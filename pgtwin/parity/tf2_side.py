@@ -192,6 +192,11 @@ class TF2Side:
         self.state = _by_name(state, self.model, self.obj)
         self.initial_state = self.state_values()
 
+    def set_input(self, key: str, value: Any) -> None:
+        """Give the loss and train step ``value`` for batch key ``key`` from now on (in the
+        dtype it had)."""
+        self.inputs[key] = tf.constant(value, dtype=self.inputs[key].dtype)
+
     def infos(self, order: list[str] | None = None) -> list[VariableInfo]:
         """The variables the loss reads as :class:`VariableInfo`, in first-read order (or in
         ``order``, e.g. :attr:`creation_order`: the model's)."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from pgtwin_core.errors import raised_at
 
+from pgtwin.parity.fed_rates import fed_rate_keys, vary_fed_rates
 from pgtwin.parity.ladder import FOLLOWS_PREFIX, Row, common_factor, compare_arrays
 from pgtwin.parity.model_state import COPY_MOVED, STATE_CAUSE, STATE_MOVED
 from pgtwin.parity.optimizer_config import (drift_hint, keras_optimizer, tf1_clipping,
@@ -74,9 +75,13 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     judged: list[Judged] = []
     random = ""  # why the steps would part by design (dropout in the train step)
     took_same = False  # both train steps took the same gradient at step 1 (Adam's m)
+    fed_rates, varied = fed_rate_keys(legacy) if legacy_step else [], ""
     for step in range(1, steps + 1):
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
-        if step > 1:  # a schedule moves the rates between steps
+        if step == 2 and fed_rates:  # the rate TF1's loop feeds: does the TF2 step take it?
+            said, varied = vary_fed_rates(legacy, eager, fed_rates, where)
+            rows = rows + said
+        elif step > 1:  # a schedule moves the rates between steps
             rate_rows = rates_now(legacy, judged, where)
             if rate_rows:
                 return rows + rate_rows
@@ -147,6 +152,8 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                           for n in j.group.tf1_names}
             step_rows = [_adam_noise(r) if r.item.split(" -> ")[0] in adam_names else r
                          for r in step_rows]
+        if varied and step == 2:
+            step_rows = _noted(step_rows, varied)
         if not all(r.ok for r in gradient_rows + step_rows) and legacy_step:
             race = _race_note(legacy)  # TF1's own step is no one computation
             gradient_rows, step_rows = _noted(gradient_rows, race), _noted(step_rows, race)
