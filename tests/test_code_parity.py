@@ -1351,3 +1351,19 @@ def test_a_second_copy_of_the_network_the_loss_does_not_read_is_named_each_varia
     assert len({r.item for r in rows}) == 4
     assert all(r.note.startswith("WARNING not compared: the TF2 loss does not read it; every "
                                  "such variable has a compared one's shape") for r in rows)
+
+
+def test_a_rate_the_train_step_sets_is_not_blamed_by_the_weights_rows():
+    # The port's Adam is built with 3e-4 and its train step assigns TF1's rate (annealed-
+    # rate code); its epsilon is Keras' default 1e-7 against TF1's 1e-8. The settings row
+    # for the rate passes once read after the first step, and the weights rows now name
+    # only the epsilon (before, they led with "learning_rate=0.01, Adam learning_rate=3e-4")
+    report = compare_programs(up.tf1_program(), up.tf2_program(
+        optimizer=keras.optimizers.Adam(3e-4), train_sets_rate=up.LR), BATCH)
+    [rate] = [r for r in report.rows if r.item == "optimizer.learning_rate"]
+    assert rate.ok, report.to_table()
+    weight_rows = [r for r in report.rows if r.rung == "weights" and " -> " in r.item
+                   and not r.ok]
+    assert weight_rows, report.to_table()
+    for r in weight_rows:
+        assert "epsilon" in r.note and "learning_rate" not in r.note, r.note

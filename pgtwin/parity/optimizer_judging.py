@@ -96,6 +96,7 @@ class Judged:
       hint: what the weights rows' tolerance says (float64 settings rounded to float32).
       rtol, atol: the weights rows' tolerances.
       clipping: the note of a clipping only one side does.
+      drift: the note of RMSProp's accumulator start, where both sides use it.
     """
 
     group: OptimizerGroup
@@ -106,6 +107,14 @@ class Judged:
     step_cause: str = ""
     hint: str = ""
     clipping: str = ""
+    drift: str = ""
+
+    def rejudge(self, rows: list[Row]) -> None:
+        """Take ``rows`` as the settings rows, and the causes from them (a learning rate
+        the train step sets from the batch passes once read after the first step, and the
+        weights rows no longer blame it)."""
+        self.rows = rows
+        self.cause = self.step_cause = settings_cause(rows, self.drift, self.clipping)
 
     def said_else(self, note: str) -> None:
         """Give ``note`` as the cause where no other is known."""
@@ -169,15 +178,21 @@ def judge(legacy: TF1Side, eager: TF2Side, group: OptimizerGroup, drifts: Mappin
             for r in rows]
     clipping = clipping_hint(tf1_clip, settings)
     drift = drifts.get(id(group.keras), "") if tf1_kind == group.keras_kind == "rmsprop" else ""
-    differ = [settings_only(r.note) for r in rows if not r.ok]  # a setting that differs
-    differing = f"the optimizers' settings differ ({'; '.join(differ)})" if differ else ""
-    cause = "; ".join(x for x in (differing, drift, clipping) if x)
+    cause = settings_cause(rows, drift, clipping)
     hint = ""
     if dtype == "float64" and rounded_to_float32(tf1_settings, settings):
         rtol, atol = tolerances("float32")["weights"]
         hint = "compared at float32 tolerance: " + float32_rounding(tf1_kind, tf1_settings,
                                                                     settings)
-    return Judged(group, rows, rtol, atol, cause, cause, hint, clipping)
+    return Judged(group, rows, rtol, atol, cause, cause, hint, clipping, drift)
+
+
+def settings_cause(rows: list[Row], drift: str, clipping: str) -> str:
+    """The weights rows' cause from a group's settings rows that fail, RMSProp's drift and
+    a clipping one side lacks."""
+    differ = [settings_only(r.note) for r in rows if not r.ok]  # a setting that differs
+    differing = f"the optimizers' settings differ ({'; '.join(differ)})" if differ else ""
+    return "; ".join(x for x in (differing, drift, clipping) if x)
 
 
 CLIPPING_ITEMS = ("optimizer.clipping", "optimizer.clipnorm", "optimizer.global_clipnorm",

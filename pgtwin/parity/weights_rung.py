@@ -95,6 +95,10 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
             drifts.update({id(o): drift_hint("rmsprop", o, stepped=True) for o in unbuilt})
             judged = first_step_groups(legacy, eager, pairs, tf1_before, keras_before,
                                         drifts, made, dtype, rtol, atol, ctx, unclipped)
+            for j in judged:  # a rate the step sets from the batch, read after it
+                after = rates_after_first_step(j.rows, j.group, where)
+                if after != j.rows:
+                    j.rejudge(after)
             # a model with dropout may draw masks in the step: the cause where nothing
             # else is known (not where an earlier rung or a setting already explains it: it
             # is only a guess, whether the step calls the model with training=True)
@@ -102,7 +106,7 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
             for j in judged:
                 j.said_else(random)
             for j in judged:
-                rows += j.group.named(rates_after_first_step(j.rows, j.group, where))
+                rows += j.group.named(j.rows)
         elif made:
             for j in judged:  # its state (Adam's moments, iterations) starts again
                 j.said_first(remade_note(made, step))
