@@ -65,6 +65,7 @@ from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.model_state import VARIABLE_OPS, split_name_map
 from pgtwin.parity.optimizer_config import (keras_optimizer, optimizer_rows, tf1_clipping,
                                             tf1_rate_reads)
+from pgtwin.parity.fed_rates import fed_rate_keys
 from pgtwin.parity.forward_rows import forward_rows
 from pgtwin.parity.parity_rows import tf_keras_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program
@@ -309,12 +310,28 @@ def _settings_rows(legacy: TF1Side | None, optimizer: Any, dtype: str) -> list[R
                           ("its train_op", type(optimizer).__name__), f"{dtype}, the settings",
                           clip, None if clip is None else legacy.clip_threshold(
                               list(legacy.variables)))
+    fed = fed_rate_keys(legacy)
     # A clipping only TF1's graph does passes in compare, whose train steps compare it;
-    # here nothing steps TF1's graph, so it is a warning like the rest.
-    return [r if r.ok and r.item != "optimizer.clipping" else
+    # here nothing steps TF1's graph, so it is a warning like the rest. A rate TF1's loop
+    # fed was in no checkpoint: the port's own loop sets it, or not, at every step.
+    return [Row(r.rung, r.item, r.max_abs, r.max_rel, True, _fed_rate_note(
+                fed, legacy.optimizer()[1].get("learning_rate"), settings), r.context)
+            if fed and r.item == "optimizer.learning_rate" else
+            r if r.ok and r.item != "optimizer.clipping" else
             Row(r.rung, r.item, r.max_abs, r.max_rel, True,
                 f"WARNING {r.note}: the next step is not TF1's", r.context)
             for r in rows]
+
+
+def _fed_rate_note(keys: list[str], tf1_rate: float | None, settings: Mapping[str, Any]
+                   ) -> str:
+    """The learning-rate row's note where TF1's rate is a placeholder its loop fed: the
+    value the batch gives, and that no checkpoint holds it."""
+    fed = ", ".join(f"inputs[{k!r}]" for k in keys)
+    return (f"TF1's learning rate is the placeholder its loop feeds ({fed}: {tf1_rate:g} in "
+            "this batch), which no checkpoint holds; the Keras optimizer was written with "
+            f"{settings.get('learning_rate'):g}. Set it from your loop's schedule at every "
+            "step (optimizer.learning_rate.assign(...)), as the TF1 loop fed it")
 
 
 # ------------------------------------------------------------------- TF1 side
