@@ -105,6 +105,11 @@ def test_scopes_sharing_the_most_words_pair_equal_shapes_of_one_leaf():
     tie = infer_mapping([V("actor/fc1/gamma", (4,))],
                         [V("dense/gamma", (4,)), V("dense_1/gamma", (4,))], ordered=False)
     assert not tie.pairs and "ambiguous" in tie.problems[0].message
+    # compare's row says how to pair it by hand (only convert-checkpoint's said --map)
+    from pgtwin.parity.code_parity import problem_row
+    assert problem_row(tie.problems[0], "").note.endswith(
+        "; pair them by hand: name_map={'TF1 name': 'TF2 name', ...} (pgtwin compare --map "
+        "TF1_NAME=TF2_NAME, once for each)")
 
 
 def test_a_batch_norm_without_gamma_leaves_beta_with_beta_and_says_scale_false():

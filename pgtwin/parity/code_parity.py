@@ -293,6 +293,10 @@ def _weights(weights: Mapping[str, np.ndarray], legacy: TF1Side) -> dict[str, np
     return out
 
 
+PAIR_BY_HAND = ("; pair them by hand: name_map={'TF1 name': 'TF2 name', ...} "
+                "(pgtwin compare --map TF1_NAME=TF2_NAME, once for each)")
+"""Added to a variables row whose variable could be paired with several."""
+
 NOT_COMPARED_STEPPED = (
     "WARNING not compared, though TF1's train_op updates it ({kind}): TF1Program.loss does "
     "not depend on it, so no rung sees how it is trained (an actor trained through "
@@ -320,10 +324,7 @@ def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                             f"TF2 model in {p.tf1.dtype} (dtype=...)", ctx))
         else:
             rows.append(Row("variables", item, 0.0, 0.0, True, f"paired by {p.how}", ctx))
-    for problem in mapping.problems:
-        rows.append(Row("variables", f"{problem.side} {problem.variable.name}",
-                        float("inf"), float("inf"), False,
-                        f"{problem.shape_text}: {problem.message}", ctx))
+    rows.extend(problem_row(problem, ctx) for problem in mapping.problems)
     stepped = legacy.stepped_not_compared()
     read = set(legacy.read_not_compared())
     rows.extend(Row("variables", f"TF1 {n}", 0.0, 0.0, True,
@@ -337,6 +338,14 @@ def _variable_rows(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
                     if copies else "not compared: the TF2 loss does not read it", ctx)
                 for n in eager.not_compared)
     return rows
+
+
+def problem_row(problem: MappingProblem, ctx: str) -> Row:
+    """The failing row of a variable that could not be paired; one that could be paired
+    with several is told how to pair it by hand."""
+    return Row("variables", f"{problem.side} {problem.variable.name}", float("inf"),
+               float("inf"), False, f"{problem.shape_text}: {problem.message}"
+               + (PAIR_BY_HAND if problem.message.startswith("ambiguous") else ""), ctx)
 
 
 def _not_compared_note(stepped_by: str | None, read: bool) -> str:

@@ -27,6 +27,7 @@ from pgtwin.parity.row_causes import (count_note, forbidden_actions, forbidden_l
                                       ignored_mask_rows, mask_fill_rows, masked_action_note,
                                       PADDED, padded_step_note, rounded_note,
                                       scalar_count_note)
+from pgtwin.parity.scalar_inputs import ignored_scalar_rows
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 
@@ -83,7 +84,8 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
     untested = untested_reduction_note(legacy, fed) if loss.ok else ""
     if untested:
         rows.append(Row("loss", "nonzero weights", 0.0, 0.0, True, untested, ctx))
-    return with_randomness(rows, legacy, eager, legacy_out, eager_out)
+    rows = with_randomness(rows, legacy, eager, legacy_out, eager_out)
+    return rows + ignored_scalar_rows(legacy, eager, fed, ctx)
 
 
 def _silent(row: Row) -> bool:

@@ -460,8 +460,5 @@ L2_HALF = (" (TF1's term is s * sum(w^2), tf.keras.regularizers.l2(s), and tf.nn
 
 def _term_name(tf1: TF1Side, x: tf.Tensor) -> str:
     """``x``'s graph name, after the name the user's code holds it under where it holds it
-    (an attribute of the built object, a global of a script): ``v_loss (Mean_1)``."""
-    obj = getattr(tf1, "obj", None)
-    names = obj if isinstance(obj, dict) else getattr(obj, "__dict__", {})
-    held = next((k for k, v in names.items() if v is x and not k.startswith("_")), None)
-    return x.op.name if held is None else f"{held} ({x.op.name})"
+    (:meth:`TF1Side.held_name`): ``v_loss (Mean_1)``."""
+    return tf1.held_name(x) if hasattr(tf1, "held_name") else x.op.name

@@ -313,6 +313,29 @@ class TF1Side:
         if self._sync is not None:
             self.session.run(self._sync)
 
+    def held_name(self, x: tf.Tensor) -> str:
+        """``x``'s graph name, after the name the user's code holds it under where it holds
+        it (an attribute of the built object, a global of a script): ``LR (Placeholder_5)``."""
+        held = self._holder(x)
+        return x.op.name if held is None else f"{held} ({x.op.name})"
+
+    def _holder(self, x: tf.Tensor) -> str | None:
+        """The attribute (or script global) of the built object that holds ``x``, if any."""
+        names = self.obj if isinstance(self.obj, dict) else getattr(self.obj, "__dict__", {})
+        return next((k for k, v in names.items() if v is x and not k.startswith("_")), None)
+
+    def _named(self, ops: list[tf.Operation]) -> str:
+        """The placeholders ``ops``' graph names, and the attributes that hold them:
+        ``['Placeholder_5'] (held as LR)``."""
+        held = [h for h in (self._holder(op.outputs[0]) for op in ops) if h]
+        return repr([op.name for op in ops]) + (f" (held as {', '.join(held)})" if held
+                                                else "")
+
+    def _ref(self, op: tf.Operation) -> str:
+        """What ``TF1Program.feeds`` can name placeholder ``op`` by: the attribute that holds
+        it, else its graph name."""
+        return self._holder(op.outputs[0]) or op.name
+
     def unsynced(self) -> list[str]:
         """The :attr:`copies` whose values differ now from their trained variables' (the
         user's sync op not run since the global network changed)."""
@@ -426,22 +449,23 @@ class TF1Side:
         fed = {p.op for p in self.placeholders.values()}
         # A fed tensor's value replaces its op's, so what that op reads is not needed.
         replaced = lambda op: op in fed and len(op.outputs) == 1  # noqa: E731
-        unfed = sorted(op.name for op in upstream_ops(self.loss, stop=replaced)
-                       if op.type == "Placeholder" and op not in fed)
+        unfed = sorted((op for op in upstream_ops(self.loss, stop=replaced)
+                        if op.type == "Placeholder" and op not in fed), key=lambda op: op.name)
         if unfed:
-            raise FeedError(f"the TF1 loss needs placeholders {unfed}, which {what}.feeds "
-                            f"does not name (feeds: {sorted(self.placeholders)}): add "
-                            f"feeds={{..., 'KEY': {unfed[0]!r}}} and an input array KEY")
+            raise FeedError(f"the TF1 loss needs placeholders {self._named(unfed)}, which "
+                            f"{what}.feeds does not name (feeds: {sorted(self.placeholders)}): "
+                            f"add feeds={{..., 'KEY': {self._ref(unfed[0])!r}}} and an input "
+                            "array KEY")
         fed |= {h.op for h in self.gradient_holders}
         unfed = [] if self.train_op is None else sorted(
-            op.name for op in upstream_ops(self.train_op, stop=replaced)
-            if op.type == "Placeholder" and op not in fed)
+            (op for op in upstream_ops(self.train_op, stop=replaced)
+             if op.type == "Placeholder" and op not in fed), key=lambda op: op.name)
         if unfed:
-            raise FeedError(f"the TF1 train_op needs placeholders {unfed} that the loss does "
-                            f"not (a learning rate your training loop feeds?), which "
+            raise FeedError(f"the TF1 train_op needs placeholders {self._named(unfed)} that the "
+                            f"loss does not (a learning rate your training loop feeds?), which "
                             f"{what}.feeds does not name (feeds: {sorted(self.placeholders)}): "
-                            f"add feeds={{..., 'KEY': {unfed[0]!r}}} and an input array KEY "
-                            "holding the value your loop feeds it")
+                            f"add feeds={{..., 'KEY': {self._ref(unfed[0])!r}}} and an input "
+                            "array KEY holding the value your loop feeds it")
         roots = [self.loss, *self.outputs.values()] + \
             ([] if self.train_op is None else [self.train_op])
         run = {op for root in roots for op in upstream_ops(root, stop=replaced)}
