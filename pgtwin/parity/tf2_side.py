@@ -169,10 +169,16 @@ class TF2Side:
         handles = [by_id.get(id(v), v) for v in watched]
         self.handles = _by_name(handles, self.model, self.obj)
         self.variables = {name: underlying(h) for name, h in self.handles.items()}
+        mirrored = _mirrored_components(owned)
+        self._assigned = {n: mirrored.get(id(v), v) for n, v in self.variables.items()}
+        """What :meth:`load` assigns for each compared variable: itself, or the
+        ``tf.distribute`` variable whose replica-0 copy the loss read (assigning that copy
+        alone left the other replicas at Keras' initial values)."""
         made = {id(underlying(v)): i for i, v in reversed(list(enumerate(owned)))}
         self.creation_order = sorted(self.variables, key=lambda n: made.get(
             id(self.variables[n]), len(made)))  # stable: the unowned keep the read order
-        read = {id(v) for v in watched}
+        read = {id(v) for v in watched} | {id(mirrored[id(v)]) for v in watched
+                                           if id(v) in mirrored}
         unread = list({id(underlying(v)): v for v in owned
                        if id(underlying(v)) not in read}.values())
         unread_names = _by_name(unread, self.model, self.obj)
@@ -224,9 +230,10 @@ class TF2Side:
             v.assign(np.asarray(value).astype(tf.as_dtype(v.dtype).as_numpy_dtype))
 
     def load(self, values: Mapping[str, np.ndarray]) -> None:
-        """Assign ``values`` (by TF2 name) into the user's variables."""
+        """Assign ``values`` (by TF2 name) into the user's variables (every replica of a
+        ``tf.distribute`` one)."""
         for name, value in values.items():
-            self.variables[name].assign(np.asarray(value).astype(
+            self._assigned[name].assign(np.asarray(value).astype(
                 self.variables[name].dtype.as_numpy_dtype))
 
     def momentum_of(self, name: str) -> float | None:
@@ -362,6 +369,18 @@ class TF2Side:
         self.optimizer, self.optimizers, self.restated = optimizer, [optimizer], True
         self.program = TF2Program(build=self.program.build, loss=self.program.loss,
                                   outputs=self.program.outputs)
+
+
+def _mirrored_components(owned: list[Any]) -> dict[int, Any]:
+    """``{id(replica copy): its tf.distribute variable}`` for the ``owned`` variables
+    that are ``tf.distribute`` ones (a model built under ``MirroredStrategy.scope()``):
+    a loss called outside ``strategy.run`` reads, and a tape watches, replica 0's copy."""
+    out = {}
+    for v in owned:
+        u = underlying(v)
+        if isinstance(u, tf.distribute.DistributedValues):
+            out.update({id(c): u for c in u.values})
+    return out
 
 
 def _users(call: Any, what: str, inputs: Mapping[str, Any] | None = None) -> Any:
