@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
+from pgtwin.parity.accumulators import accumulator_message, accumulators
 from pgtwin.parity.code_checks import (LegacyCodeError, eager_guard, explain_build_error,
                                        program_failed, require_eager)
 from pgtwin.parity.fed_gradients import fed_gradients
@@ -248,6 +249,9 @@ class TF1Side:
                          for i, r in enumerate(refs)] if isinstance(refs, (list, tuple)) \
                     else resolve(self.obj, refs, f"{what}.train_op", g)
                 self.train_op = train_op_of(found, f"{what}.train_op={refs!r}", g)
+            accumulated = accumulators(self.train_op, g)
+            if accumulated:
+                raise ValueError(accumulator_message(accumulated, what))
         self.variables, self.not_compared = self._compared_variables(program, what)
         if program.var_list is not None:
             self._refuse_global_var_list(what)
