@@ -65,3 +65,4 @@ def test_a_clip_range_written_as_a_constant_is_named(reads_it):
     assert "and the TF2 loss does not: it does not read inputs['cliprange']" in row.note
     # the loss itself agrees on this batch: only the moved input tells
     assert [r for r in report.rows if r.item == "loss"][0].ok
+

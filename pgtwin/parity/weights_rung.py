@@ -180,23 +180,37 @@ MOVED_GRADIENTS = (
 
 def _gradients_after_first_step(legacy: TF1Side, eager: TF2Side, pairs: list[tuple[str, str]],
                                 rtol: float, atol: float, where: str) -> list[Row]:
-    """The loss's gradient on both sides again, at TF1's weights after its first step,
-    loaded into the TF2 side for the call (its own put back after), at the gradients rung's
-    tolerances: the starting weights hide a term that vanishes there (L2 on biases that
-    start at 0), and Adam's normalised steps hide it in the weights."""
+    """The loss's gradient and the named outputs on both sides again, at TF1's weights after
+    its first step, loaded into the TF2 side for the call (its own put back after), at the
+    gradients rung's tolerances: the starting weights hide a term that vanishes there (L2 on
+    biases that start at 0; a KL taken the other way round, 0 with equal gradients where
+    the policy is the old one), and Adam's normalised steps hide it in the weights."""
     tf1_weights, own = legacy.values(), eager.values()
     eager.load({b: tf1_weights[a] for a, b in pairs})
     try:
-        _, tf2_grads = eager.run()
+        tf2_out, tf2_grads = eager.run()
     finally:
         eager.load(own)
     tf1_grads = legacy.gradients()
     found = gradient_rows({a: tf1_grads[a] for a, _ in pairs},
                           {a: tf2_grads[b] for a, b in pairs}, rtol, atol, where)
     to_tf2 = dict(pairs)
+    tf1_out = legacy.run()
+    outputs = [compare_arrays("weights", f"{k}: output after step 1", tf1_out[k], tf2_out[k],
+                              rtol, atol, where)
+               for k in tf1_out if k != "loss" and k in tf2_out]
     return [Row("weights", f"{r.item} -> {to_tf2[r.item]}: loss gradient after step 1",
                 r.max_abs, r.max_rel, r.ok, "" if r.ok else MOVED_GRADIENTS, r.context)
-            for r in found]
+            for r in found] + [r if r.ok else Row(r.rung, r.item, r.max_abs, r.max_rel, False,
+                                                  MOVED_OUTPUTS, r.context) for r in outputs]
+
+
+MOVED_OUTPUTS = (
+    "the outputs agreed at the starting weights and part at the weights after the first step "
+    "(TF1's, loaded into both sides): a term equal at the start differs, such as a KL taken "
+    "the other way round (both are 0, with equal gradients, where the new policy is the old "
+    "one), or a ratio exp(logp - old_logp) against its linearisation (both 1 there)")
+"""The note of an output row that parts at the weights after step 1."""
 
 
 ADAM_NOISE = (
