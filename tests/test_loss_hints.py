@@ -203,7 +203,7 @@ def test_an_output_that_parts_past_agreeing_ones_says_where_and_the_summary_borr
     row = report.first_failure
     assert (row.rung, row.item) == ("outputs", "pi_loss"), report.to_table()
     assert row.note.startswith("'pi_loss' parts where 'logits' agree: the code that computes "
-                               "'pi_loss' from those and the inputs differs")
+                               "'pi_loss' differs past what it shares with those")
     # a failing row without a note borrows no later row's bare loss values
     bare = ParityReport(rows=[Row("outputs", "x", 1.0, 1.0, False, ""),
                               Row("loss", "loss", 1.0, 1.0, False, "TF1 loss 1, TF2 loss 2")])

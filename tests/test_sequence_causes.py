@@ -101,3 +101,20 @@ def test_a_port_that_repeats_the_last_output_at_padded_steps_passes_with_a_warni
     [row] = [r for r in report.rows if r.item == "out"]
     assert row.note.startswith("WARNING 'out' parts only at the padded steps"), row.note
     assert "zero_output_for_mask=True" in row.note
+
+
+def test_an_output_a_multiple_of_a_fed_input_apart_is_named():
+    # a Fisher-vector product F t + 0.1 t on TF1's side and F t on the port's: the gap is
+    # -0.1 x the fed tangent, all of it
+    from pgtwin.parity.row_causes import input_multiple_note
+    rng = np.random.default_rng(18)
+    tangent, ft = rng.normal(size=(2, 7))
+    tf1_fvp, tf2_fvp = ft + 0.1 * tangent, ft
+    row = compare_arrays("outputs", "fvp", tf1_fvp, tf2_fvp, 1e-10, 1e-12, "")
+    assert input_multiple_note(row, tf1_fvp, tf2_fvp, {"flat_tan": tangent}) == (
+        "TF2's 'fvp' is TF1's - 0.1 x inputs['flat_tan'], all of it: a term 0.1 * "
+        "inputs['flat_tan'] on one side only, or counted twice (a damping term such as "
+        "cg_damping * tangent in a Fisher-vector product)")
+    other = tf2_fvp + 0.01 * rng.normal(size=7)  # not a multiple of it
+    row = compare_arrays("outputs", "fvp", tf1_fvp, other, 1e-10, 1e-12, "")
+    assert input_multiple_note(row, tf1_fvp, other, {"flat_tan": tangent}) == ""

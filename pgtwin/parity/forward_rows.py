@@ -23,10 +23,10 @@ from pgtwin.parity.loss_hints import (batch_counts, minimised_hint, ratio_hint,
 from pgtwin.parity.nonfinite_origin import origin_note
 from pgtwin.parity.output_notes import with_layer_hints, with_randomness
 from pgtwin.parity.parity_rows import output_rows
-from pgtwin.parity.row_causes import (count_note, forbidden_actions, forbidden_loss_note,
-                                      ignored_mask_rows, mask_fill_rows, masked_action_note,
-                                      PADDED, padded_step_note, rounded_note,
-                                      scalar_count_note)
+from pgtwin.parity.row_causes import (PADDED, count_note, forbidden_actions,
+                                      forbidden_loss_note, ignored_mask_rows,
+                                      input_multiple_note, mask_fill_rows, masked_action_note,
+                                      padded_step_note, rounded_note, scalar_count_note)
 from pgtwin.parity.scalar_inputs import ignored_scalar_rows
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
@@ -47,6 +47,8 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
     rows = mask_fill_rows(rows, legacy_out, eager_out, fed)
     rows = _told(rows, lambda r: padded_step_note(r, legacy_out.get(r.item),
                                                   eager_out.get(r.item), fed))
+    rows = _told(rows, lambda r: input_multiple_note(r, legacy_out.get(r.item),
+                                                     eager_out.get(r.item), fed))
     if any(_silent(r) for r in rows):  # one replay serves every row
         flattened = flatten_order_hint(legacy, eager, legacy_out, *tol["outputs"])
         rows = _told(rows, lambda r: flattened)
@@ -173,5 +175,6 @@ def _parts_past(row: Row, agreed: list[str]) -> str:
     """Where an output parts with no cause of its own: past the outputs that agree (a
     surrogate loss whose log-probabilities and values agree)."""
     return (f"{row.item!r} parts where {', '.join(repr(a) for a in agreed)} agree: the code "
-            f"that computes {row.item!r} from those and the inputs differs (name its "
-            "intermediate tensors as outputs on both sides to narrow it down)")
+            f"that computes {row.item!r} differs past what it shares with those (they may "
+            "also be computed apart from it; name its intermediate tensors as outputs on both "
+            "sides to narrow it down)")

@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from pgtwin_core.sampling import log_softmax
 from pgtwin.parity.graph_walk import upstream_ops
-from pgtwin.parity.tf1_side import TF1Side
+from pgtwin.parity.tf1_side import TF1Side, held_name
 
 _SOFTMAX_OPS = {"LogSoftmax", "Softmax", "SparseSoftmaxCrossEntropyWithLogits",
                 "SoftmaxCrossEntropyWithLogits"}
@@ -460,5 +460,5 @@ L2_HALF = (" (TF1's term is s * sum(w^2), tf.keras.regularizers.l2(s), and tf.nn
 
 def _term_name(tf1: TF1Side, x: tf.Tensor) -> str:
     """``x``'s graph name, after the name the user's code holds it under where it holds it
-    (:meth:`TF1Side.held_name`): ``v_loss (Mean_1)``."""
-    return tf1.held_name(x) if hasattr(tf1, "held_name") else x.op.name
+    (:func:`pgtwin.parity.tf1_side.held_name`): ``v_loss (Mean_1)``."""
+    return held_name(getattr(tf1, "obj", None), x)

@@ -10,7 +10,9 @@ reading TF1's graph or by running one side again (a replay):
   with another value: -1e9, the dtype's lowest, -inf), and the NaN a -inf fill makes
   downstream (0 x -inf in p log p);
 * :func:`padded_step_note`: an output ``[B, T, ...]`` that parts only past each sequence's
-  length (a recurrent layer's padded steps).
+  length (a recurrent layer's padded steps);
+* :func:`input_multiple_note`: an output a multiple of a fed input apart (a damping term
+  on one side only).
 """
 from __future__ import annotations
 
@@ -116,6 +118,29 @@ def _fill_note(row: Row, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np.ndar
                        "dtype.min) or tf.where(mask > 0, log_p, 0) there" if inf else ""),
                     inf)
     return "", False
+
+
+def input_multiple_note(row: Row, a: np.ndarray | None, b: np.ndarray | None,
+                        fed: Mapping[str, np.ndarray]) -> str:
+    """Where ``b - a`` (TF2's value of an output less TF1's) is ``c`` times a fed float
+    input of its shape, all of it (to 1e-4 of its largest entry): a term ``c * input`` on
+    one side only, or twice (a damping ``cg_damping * tangent`` in a Fisher-vector
+    product); '' otherwise."""
+    if row.ok or a is None or b is None or np.shape(a) != np.shape(b) or np.size(a) < 2:
+        return ""
+    d = np.asarray(b, np.float64) - np.asarray(a, np.float64)
+    for key, x in fed.items():
+        x = np.asarray(x)
+        if x.shape != d.shape or x.dtype.kind != "f" or not np.any(x):
+            continue
+        x = x.astype(np.float64)
+        c = float(d.ravel() @ x.ravel()) / float(x.ravel() @ x.ravel())
+        if c and np.max(np.abs(d - c * x)) <= 1e-4 * np.max(np.abs(d)):
+            return (f"TF2's {row.item!r} is TF1's {'+' if c > 0 else '-'} {abs(c):.4g} x "
+                    f"inputs[{key!r}], all of it: a term {abs(c):.4g} * inputs[{key!r}] "
+                    "on one side only, or counted twice (a damping term such as "
+                    "cg_damping * tangent in a Fisher-vector product)")
+    return ""
 
 
 PADDED = "parts only at the padded steps"

@@ -317,16 +317,9 @@ class TF1Side:
         if self._sync is not None:
             self.session.run(self._sync)
 
-    def held_name(self, x: tf.Tensor) -> str:
-        """``x``'s graph name, after the name the user's code holds it under where it holds
-        it (an attribute of the built object, a global of a script): ``LR (Placeholder_5)``."""
-        held = self._holder(x)
-        return x.op.name if held is None else f"{held} ({x.op.name})"
-
     def _holder(self, x: tf.Tensor) -> str | None:
         """The attribute (or script global) of the built object that holds ``x``, if any."""
-        names = self.obj if isinstance(self.obj, dict) else getattr(self.obj, "__dict__", {})
-        return next((k for k, v in names.items() if v is x and not k.startswith("_")), None)
+        return holder(self.obj, x)
 
     def _named(self, ops: list[tf.Operation]) -> str:
         """The placeholders ``ops``' graph names, and the attributes that hold them:
@@ -836,6 +829,19 @@ def build_in_graph(program: TF1Program, what: str) -> tuple[Any, tf.Graph]:
 def _infos(variables: Mapping[str, Any]) -> list[VariableInfo]:
     return [VariableInfo(n, tuple(v.shape.as_list()), v.dtype.base_dtype.name)
             for n, v in variables.items()]
+
+
+def holder(obj: Any, x: Any) -> str | None:
+    """The attribute of ``obj`` (or key of a script's globals) that holds ``x``, if any."""
+    names = obj if isinstance(obj, dict) else getattr(obj, "__dict__", {})
+    return next((k for k, v in names.items() if v is x and not k.startswith("_")), None)
+
+
+def held_name(obj: Any, x: tf.Tensor) -> str:
+    """``x``'s graph name, after the name ``obj`` (the user's built object) holds it under
+    where it holds it: ``v_loss (Mean_1)``, ``LR (Placeholder_5)``."""
+    held = holder(obj, x)
+    return x.op.name if held is None else f"{held} ({x.op.name})"
 
 
 class Assigner:
