@@ -76,3 +76,23 @@ def test_a_train_op_that_zeroes_accumulates_and_applies_in_order_compares():
     # 4 adds of the whole batch's mean gradient, / 4: the step on the whole batch
     report = _compare("chain")
     assert report.ok, report.to_table()
+
+
+@pytest.mark.parametrize("train_op", [lambda agent: None, lambda agent: agent.update])
+def test_a_train_step_made_in_python_is_told_to_compare_without_steps_or_wrap_it(train_op):
+    # TRPO's update runs sess.run itself: a function that runs it returns None, and a bound
+    # method is no op; the message said only "not an op of the TF1 graph"
+    class Procedure(Accumulating):
+        def update(self):
+            """A step made in Python (never run here)."""
+
+    rng = np.random.default_rng(16)
+    batch = {"obs": rng.normal(size=(8, 3)), "act": rng.integers(0, 2, 8)}
+    dense = keras.layers.Dense(2, use_bias=False, name="pi")
+    with pytest.raises(TypeError, match=r"not an op of the TF1 graph: .* A train step your "
+                                        r"code makes in Python, running sess.run itself .* "
+                                        r"steps=0 \(--steps 0\)"):
+        compare_programs(TF1Program(build=Procedure, loss="loss", train_op=train_op,
+                                    feeds={"obs": "obs", "act": "act"}),
+                         TF2Program(build=lambda: dense, loss=lambda a, b: {"loss": tf.reduce_sum(
+                             a(tf.cast(b["obs"], tf.float32)))}), batch, steps=1)

@@ -1367,3 +1367,24 @@ def test_a_rate_the_train_step_sets_is_not_blamed_by_the_weights_rows():
     assert weight_rows, report.to_table()
     for r in weight_rows:
         assert "epsilon" in r.note and "learning_rate" not in r.note, r.note
+
+
+def test_no_train_step_on_either_side_compares_the_rest_and_warns():
+    # TRPO's update is Python: compared without a train op, the CLI's default --steps 3
+    # failed the report with "neither side has a train step" though every rung passed
+    program = dataclasses.replace(up.tf1_program(), train_op=None)
+    base = up.tf2_program()
+    tf2 = TF2Program(build=lambda: base.build().model, loss=lambda m, b: up.KerasAgent.
+                     compute_loss(_NoOptimizer(m), b["obs"], b["actions"], b["returns"]))
+    report = compare_programs(program, tf2, BATCH, steps=3)
+    assert report.ok, report.to_table()
+    [row] = [r for r in report.rows if r.item == "train step"]
+    assert row.note.startswith("WARNING no train steps compared: neither side has one")
+
+
+class _NoOptimizer:
+    """A KerasAgent's loss on ``model`` alone: no optimizer held, so no TF2 step."""
+
+    def __init__(self, model):
+        agent = up.KerasAgent("float32")
+        self.model, self.ce, self.reduce = model, agent.ce, agent.reduce

@@ -189,6 +189,15 @@ def op_by_op_config() -> Any:
     return config
 
 
+PROCEDURE = (". A train step your code makes in Python, running sess.run itself (TRPO's "
+             "conjugate gradient and line search), is no op: a function given as train_op is "
+             "called once, at set-up, to build ops in the graph, and must return them. Compare "
+             "the outputs, loss and gradients with steps=0 (--steps 0), or wrap the procedure "
+             "in an op (tf.compat.v1.py_func running it on your Session, then returning) to "
+             "step it")
+"""Added where ``train_op`` resolved to a function or to None (a procedure that ran)."""
+
+
 def train_op_of(value: Any, what: str, graph: tf.Graph) -> tf.Operation:
     """The op to run for the user's ``train_op``: an op, a tensor's op, or a list or tuple
     of them (an actor's and a critic's ``minimize``, as ``sess.run([a, c])`` runs them)
@@ -202,9 +211,11 @@ def train_op_of(value: Any, what: str, graph: tf.Graph) -> tf.Operation:
             return ops[0] if len(ops) == 1 else tf.group(*ops)
     op = value.op if isinstance(value, (tf.Tensor, tf.Variable)) else value
     if not isinstance(op, tf.Operation):
+        procedure = value is None or callable(value)
         raise TypeError(f"{what} is {type(value).__name__} ({value!r:.80}), not an op of the "
                         "TF1 graph: name the op your code runs to train "
-                        "(optimizer.minimize(...), tf.group(...)), or a list of them")
+                        "(optimizer.minimize(...), tf.group(...)), or a list of them"
+                        + (PROCEDURE if procedure else ""))
     if op.graph is not graph:
         raise TypeError(f"{what} ({op.name}) is an op of another graph than the loss's: "
                         "build the train op in the graph the loss is in")

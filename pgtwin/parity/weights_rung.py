@@ -63,7 +63,8 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     says it follows from them, :data:`FOLLOWS_EARLIER`)."""
     legacy_step = legacy.train_op is not None and optimizer is None  # the user's own
     rows = _step_setup(legacy, eager, optimizer, dtype, ctx)
-    if any(not r.ok and r.item == "train step" for r in rows):
+    if any(not r.ok and r.item == "train step" for r in rows) or \
+            (legacy.train_op is None and not eager.has_step()):  # no step to take
         return rows
     tf1_before = legacy.optimizer_by_variable()
     keras_before = {id(o): keras_optimizer(o) for o in eager.optimizers}
@@ -348,10 +349,11 @@ def _step_setup(legacy: TF1Side, eager: TF2Side, optimizer: Any, dtype: str,
                 ctx: str) -> list[Row]:
     """Give each side its train step: the user's own, else the restated ``optimizer``."""
     if legacy.train_op is None and not eager.has_step():
-        if optimizer is None:
-            return [Row("weights", "train step", float("inf"), float("inf"), False,
-                        "neither side has a train step: give TF1Program.train_op and "
-                        "TF2Program.train_step (or optimizer), or steps=0", ctx)]
+        if optimizer is None:  # nothing to step: what was compared stands (TRPO's loss)
+            return [Row("weights", "train step", 0.0, 0.0, True,
+                        "WARNING no train steps compared: neither side has one (give "
+                        "TF1Program.train_op and TF2Program.train_step, or optimizer, to "
+                        "compare them; steps=0 says none are wanted)", ctx)]
         make_tf1, make_keras = optimizer_factories(optimizer, dtype)
         legacy.restate_optimizer(make_tf1)
         eager.set_optimizer(make_keras())
