@@ -33,6 +33,7 @@ from pgtwin.parity.ladder import ParityReport, Row
 from pgtwin.parity.forward_rows import forward_rows
 from pgtwin.parity.model_state import explain_roles, split_name_map
 from pgtwin.parity.parity_rows import gradient_rows, tf_keras_rows, tolerances
+from pgtwin.parity.row_causes import ROUNDED_PREFIX, float32_casts
 from pgtwin.parity.programs import TF1Program, TF2Program
 from pgtwin.parity.state_notes import EMA_SHADOW
 from pgtwin.parity.tf1_side import TF1Side
@@ -180,9 +181,16 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     eager.load_state({p.tf2.name: start_state[p.tf1.name] for p in state.pairs})
     to_tf2 = mapping.tf2_name()
 
+    if dtype == "float64" and tolerance == (None, None):
+        tol, rounding = _float32_loss_tolerance(legacy, tol, ctx)
+        report.rows.extend(rounding)
     legacy_out = legacy.run()
     eager_out, eager_grads = eager.run()
-    report.rows.extend(forward_rows(legacy, eager, legacy_out, eager_out, fed, tol, ctx))
+    forward = forward_rows(legacy, eager, legacy_out, eager_out, fed, tol, ctx)
+    if dtype == "float64" and tolerance == (None, None) and float32_casts(legacy.loss):
+        forward = [Row(r.rung, r.item, r.max_abs, r.max_rel, True, r.note, r.context)
+                   if not r.ok and r.note.startswith(ROUNDED_PREFIX) else r for r in forward]
+    report.rows.extend(forward)
     tf1_grads, tf2_grads = legacy.gradients(), {n: eager_grads[to_tf2[n]] for n in to_tf2}
     forward_ok = all(r.ok for r in report.rows if r.rung in ("outputs", "loss"))
     grads = gradient_rows(tf1_grads, tf2_grads, *tol["gradients"], ctx, forward_ok)
@@ -203,6 +211,28 @@ CONSTANT_GAP = ("; the gradients agree, so the gap does not depend on the weight
                 "constant term (a log-density's 0.5 log(2 pi), an entropy's 0.5 log(2 pi e)) "
                 "that training does not see, only the logged loss")
 """Added to a loss row that parts where every gradient row passes."""
+
+
+def _float32_loss_tolerance(legacy: TF1Side, tol: dict[str, tuple[float, float]], ctx: str
+                            ) -> tuple[dict[str, tuple[float, float]], list[Row]]:
+    """Where TF1's float64 loss is computed through float32 casts (``tf.compat.v1.losses``):
+    the loss, gradients and weights tolerances of float32, and a passing row saying so;
+    else ``tol`` as it is. (A faithful port parted by 2e-7 at the loss rung, and the note
+    said the rounding was TF1's own, as the optimizer's float32 settings are.)"""
+    casts = float32_casts(legacy.loss)
+    if not casts:
+        return tol, []
+    f32 = tolerances("float32")
+    relaxed = {**tol, **{rung: f32[rung] for rung in ("loss", "gradients", "weights")}}
+    shown = ", ".join(casts[:2]) + (", ..." if len(casts) > 2 else "")
+    return relaxed, [Row("loss", "float32 rounding", 0.0, 0.0, True,
+                         f"compared at float32 tolerance (the loss, its gradients and the "
+                         f"steps): TF1's graph rounds float64 to float32 on the way to its "
+                         f"loss ({shown}; tf.compat.v1.losses compute their weighted loss in "
+                         "float32 whatever the graph's dtype), so its loss holds float32's "
+                         "rounding (1e-7 relative) that no float64 port reproduces; an "
+                         "output computed through the casts passes with the rounding named, "
+                         "the others are compared at float64's", ctx)]
 
 
 def _copies_rows(legacy: TF1Side, ctx: str) -> list[Row]:

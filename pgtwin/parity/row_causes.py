@@ -29,6 +29,9 @@ from pgtwin.parity.tf1_side import TF1Side
 ROUNDING = 1e-5
 """The largest relative gap that TF1's own float32 rounding in a float64 graph explains."""
 
+ROUNDED_PREFIX = "TF1's graph rounds float64 to float32 on the way"
+"""How :func:`rounded_note` starts."""
+
 
 def rounded_note(row: Row, tf1_tensor: tf.Tensor | None) -> str:
     """For a float64 row that parts by less than :data:`ROUNDING`, where TF1's graph casts
@@ -37,15 +40,22 @@ def rounded_note(row: Row, tf1_tensor: tf.Tensor | None) -> str:
     the gap; '' otherwise."""
     if tf1_tensor is None or row.ok or row.max_rel > ROUNDING:
         return ""
-    casts = [op.name for op in upstream_ops(tf1_tensor) if op.type == "Cast"
-             and op.get_attr("SrcT") == tf.float64 and op.get_attr("DstT") == tf.float32]
+    casts = float32_casts(tf1_tensor)
     if not casts:
         return ""
-    return (f"TF1's graph rounds float64 to float32 on the way ({', '.join(casts[:2])}"
+    return (f"{ROUNDED_PREFIX} ({', '.join(casts[:2])}"
             f"{', ...' if len(casts) > 2 else ''}; tf.compat.v1.losses compute their weighted "
             "loss in float32 whatever the graph's dtype): a gap this small is that rounding, "
             "not the port. Round the same way on the TF2 side (cast to float32 there and "
             "back), or compare in float32")
+
+
+def float32_casts(tf1_tensor: tf.Tensor) -> list[str]:
+    """The names of the casts from float64 to float32 that ``tf1_tensor`` is computed
+    through (``tf.compat.v1.losses``' weighted loss, in float32 whatever the graph's
+    dtype)."""
+    return [op.name for op in upstream_ops(tf1_tensor) if op.type == "Cast"
+            and op.get_attr("SrcT") == tf.float64 and op.get_attr("DstT") == tf.float32]
 
 
 def count_note(what: str, a: float, b: float, counts: Mapping[int, str], rtol: float,
