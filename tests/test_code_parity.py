@@ -658,6 +658,8 @@ def test_tf_layers_under_keras_3_and_tf_contrib_get_the_legacy_instructions():
                              up.tf2_program(), BATCH)
         assert "--legacy-keras" in str(err.value) and "TF_USE_LEGACY_KERAS=1" in str(err.value)
         assert "_in_graph_mode" in str(err.value)  # the original error, kept
+        assert "a tf.compat.v1 optimizer, Saver or initializer cannot take them" in \
+            str(err.value)  # the cause: the layers build, their variables are Keras 3's
     with pytest.raises(LegacyCodeError, match="tf_slim"):
         compare_programs(TF1Program(build=with_contrib, feeds={}, loss="l"),
                          up.tf2_program(), BATCH)

@@ -164,12 +164,16 @@ def explain_build_error(err: BaseException, what: str) -> LegacyCodeError | None
             + _legacy_keras_setting()
             + f". Original error: {text}")
     if isinstance(err, AttributeError) and "_in_graph_mode" in text:
-        # tf.compat.v1.keras.layers is Keras 3 itself on TensorFlow >= 2.16: its layers make
-        # Keras 3 variables, which a TF1 graph cannot hold.
+        # tf.compat.v1.keras.layers is Keras 3 itself on TensorFlow >= 2.16: its layers
+        # build in the graph, but make Keras 3 variables, which TF1's optimizers and
+        # Savers cannot take (minimize(var_list=model.trainable_weights) raised this).
         return LegacyCodeError(
-            f"{what} builds Keras layers in a TF1 graph (tf.compat.v1.keras.layers or "
-            "tf.keras.layers), which TensorFlow >= 2.16 serves with Keras 3, whose variables "
-            f"a graph cannot hold. Install legacy Keras with {LEGACY_EXTRA} (tf_keras) and "
+            f"{what} uses Keras layers in a TF1 graph (tf.compat.v1.keras.layers or "
+            "tf.keras.layers, a tf.keras model called on placeholders), which TensorFlow >= "
+            "2.16 serves with Keras 3: its layers build, but their Keras 3 variables are no "
+            "TF1 variables, so a tf.compat.v1 optimizer, Saver or initializer cannot take them "
+            "(and tf.compat.v1.keras.backend.get_session is gone). Install legacy Keras with "
+            f"{LEGACY_EXTRA} (tf_keras) and "
             "set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported (pgtwin compare and "
             "pgtwin convert-checkpoint: --legacy-keras)"
             + _legacy_keras_setting()
