@@ -525,3 +525,15 @@ def test_returns_standardised_with_ddof_1_say_so_and_an_affine_change_is_not_sta
     [other] = output_rows({"returns": r}, {"returns": 2 * r - 1}, 1e-5, 1e-6, "",
                           sides=("TF1Program", "TF2Program"))
     assert "standardised" not in other.note
+
+
+def test_a_count_is_named_by_the_inputs_tf1_feeds_where_any_gives_it():
+    # 48 nonzero entries in both 'adv' (fed to TF1) and 'returns' (the TF2 side's only):
+    # TF1's divisor was named by 'returns' first, which TF1 never reads
+    adv = np.array([1.0] * 48 + [0.0] * 16)
+    fed = {"returns": adv * 2.0, "adv": adv}
+    assert batch_counts(fed)[48] == ("the nonzero entries of inputs['returns'], the nonzero "
+                                     "entries of inputs['adv']")
+    assert batch_counts(fed, read={"adv"})[48] == "the nonzero entries of inputs['adv']"
+    assert batch_counts(fed, read={"obs"})[48].startswith("the nonzero entries of "
+                                                         "inputs['returns']")  # none read

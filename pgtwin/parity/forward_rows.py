@@ -52,7 +52,7 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
     if any(_silent(r) for r in rows):  # one replay serves every row
         flattened = flatten_order_hint(legacy, eager, legacy_out, *tol["outputs"])
         rows = _told(rows, lambda r: flattened)
-    counts = batch_counts(fed)
+    counts = batch_counts(fed, legacy.placeholders)
     rows = _told(rows, lambda r: rounded_note(r, legacy.outputs.get(r.item)))
     rows = _told(rows, lambda r: scalar_count_note(r, legacy_out, eager_out, counts,
                                                    tol["outputs"][0], legacy))
@@ -142,7 +142,7 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
     if row.ok or np.shape(a) != () or np.shape(b) != ():
         return row
     precision = _precision_hint(np.asarray(a).dtype, np.asarray(b).dtype)
-    counts = batch_counts(fed)
+    counts = batch_counts(fed, legacy.placeholders)
     a, b = float(a), float(b)
     sizes = [s for x in fed.values() for s in np.shape(x)[:2]]
     sizes += [int(np.prod(np.shape(x)[:2])) for x in fed.values() if np.ndim(x) >= 2]

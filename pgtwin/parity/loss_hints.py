@@ -25,7 +25,7 @@ When the two losses part, the usual migration mistakes leave fingerprints:
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -286,14 +286,17 @@ def _round(x: float, tol: float, c: float) -> float | None:
     return r if abs(x - r) <= tol and tol <= 1e-3 * abs(r) else None
 
 
-def batch_counts(fed: Mapping[str, np.ndarray]) -> dict[int, str]:
+def batch_counts(fed: Mapping[str, np.ndarray], read: Collection[str] | None = None
+                 ) -> dict[int, str]:
     """``{count: what it counts}`` of the batch that a mean may divide by: each input's rows,
     the B x T entries of sequences (inputs ``[B, T, ...]`` where one has three axes or
     more), a float vector's or ``[B, T]`` mask's nonzero entries, the sum of an integer
     vector of sequence lengths (the real steps of padded sequences), and the rows where two
     float vectors of one length are both nonzero (TF1's ``tf.compat.v1.losses`` divide by
     the nonzero weights, such as ``advantages * mask``, by default). A count several inputs
-    give names up to two."""
+    give names up to two, those of the inputs in ``read`` (the ones TF1 feeds) first and
+    alone where any is (a count named by an input only the TF2 side takes read as TF1's
+    divisor)."""
     arrays = {k: np.asarray(v) for k, v in fed.items() if np.ndim(v) >= 1}
     found: dict[int, list[str]] = {}
     for k, a in arrays.items():
@@ -325,6 +328,10 @@ def batch_counts(fed: Mapping[str, np.ndarray]) -> dict[int, str]:
             if 0 < n < vectors[k1].size and n not in found:
                 found[n] = [f"the rows where inputs[{k1!r}] and inputs[{k2!r}] are both "
                             "nonzero"]
+    if read is not None:
+        tf1s = {f"inputs[{k!r}]" for k in read}
+        found = {n: [w for w in what if any(k in w for k in tf1s)] or what
+                 for n, what in found.items()}
     return {n: ", ".join(what[:2]) + (", ..." if len(what) > 2 else "")
             for n, what in found.items()}
 
