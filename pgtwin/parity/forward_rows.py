@@ -142,6 +142,9 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
     if row.ok or np.shape(a) != () or np.shape(b) != ():
         return row
     precision = _precision_hint(np.asarray(a).dtype, np.asarray(b).dtype)
+    # a term's coefficient is read to the two losses' own rounding: float64's lets a 0.01
+    # entropy bonus on a loss of 1000 be named (float32's floor, 1e-6, could not)
+    floor = 1e-12 if np.asarray(a).dtype == np.asarray(b).dtype == np.float64 else 1e-6
     counts = batch_counts(fed, legacy.placeholders)
     a, b = float(a), float(b)
     sizes = [s for x in fed.values() for s in np.shape(x)[:2]]
@@ -152,7 +155,7 @@ def loss_row(legacy: TF1Side, a: np.ndarray, b: np.ndarray, fed: Mapping[str, np
             or regularization_hint(legacy, a, b)
             or softmax_hint(legacy, b, max(rtol, 1e-6) * 10, a)
             or count_note("the TF2 loss is TF1's", a, b, counts, rtol, legacy.loss)
-            or term_hint(legacy, a, b, max(rtol, 1e-6) * 10, counts))
+            or term_hint(legacy, a, b, max(rtol, floor) * 10, counts))
     digits = next((n for n in range(6, 18) if f"{a:.{n}g}" != f"{b:.{n}g}"), 17)
     return Row(row.rung, row.item, row.max_abs, row.max_rel, False,
                hint or f"{LOSS_VALUES_PREFIX}{a:.{digits}g}, TF2 loss {b:.{digits}g}", ctx)
