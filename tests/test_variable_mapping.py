@@ -352,17 +352,22 @@ def test_a_variable_shaped_otherwise_by_axes_of_size_one_is_named_with_the_shape
     assert "axes of size 1" not in other.problems[0].message
 
 
-def test_a_tf1_gru_cell_against_a_keras_gru_is_explained_not_told_use_bias():
-    # TF1 GRUCell(32) on 5 inputs: gates/kernel [37, 64], candidate/kernel [37, 32] and their
-    # biases; Keras GRU(32): kernel [5, 96], recurrent_kernel [32, 96], bias [96]. No bias
-    # is missing on either side, so no use_bias note.
+def _gru_variables(keras_bias: tuple[int, ...]) -> tuple[list, list]:
+    """TF1 GRUCell(32) on 5 inputs, and Keras GRU(32) with a bias of ``keras_bias``."""
     cell = "rnn/gru_cell"
     tf1 = [VariableInfo(f"{cell}/gates/kernel", (37, 64)), VariableInfo(f"{cell}/gates/bias", (64,)),
            VariableInfo(f"{cell}/candidate/kernel", (37, 32)),
            VariableInfo(f"{cell}/candidate/bias", (32,))]
     tf2 = [VariableInfo("gru/kernel", (5, 96)), VariableInfo("gru/recurrent_kernel", (32, 96)),
-           VariableInfo("gru/bias", (96,))]
-    mapping = infer_mapping(tf1, tf2)
+           VariableInfo("gru/bias", keras_bias)]
+    return tf1, tf2
+
+
+def test_a_tf1_gru_cell_against_a_keras_gru_is_explained_not_told_use_bias():
+    # TF1 GRUCell(32) on 5 inputs: gates/kernel [37, 64], candidate/kernel [37, 32] and their
+    # biases; Keras GRU(32): kernel [5, 96], recurrent_kernel [32, 96], bias [96]. No bias
+    # is missing on either side, so no use_bias note.
+    mapping = infer_mapping(*_gru_variables((96,)))
     assert len(mapping.problems) == 7 and not mapping.pairs
     for p in mapping.problems:
         assert "One GRU of 32 units, laid out otherwise on each side" in p.message, p.message
@@ -380,13 +385,7 @@ def test_a_keras_gru_left_at_reset_after_true_is_told_so_by_its_bias():
     # Keras GRU(32) with reset_after=True (the default) holds bias [2, 96] (input and
     # recurrent biases): the note said "one bias" and "bias = [u | r | candidate]", which
     # no [2, 96] bias can take; it now names the setting from that shape
-    cell = "rnn/gru_cell"
-    tf1 = [VariableInfo(f"{cell}/gates/kernel", (37, 64)), VariableInfo(f"{cell}/gates/bias", (64,)),
-           VariableInfo(f"{cell}/candidate/kernel", (37, 32)),
-           VariableInfo(f"{cell}/candidate/bias", (32,))]
-    tf2 = [VariableInfo("gru/kernel", (5, 96)), VariableInfo("gru/recurrent_kernel", (32, 96)),
-           VariableInfo("gru/bias", (2, 96))]
-    for p in infer_mapping(tf1, tf2).problems:
+    for p in infer_mapping(*_gru_variables((2, 96))).problems:
         assert "One GRU of 32 units: the Keras GRU's bias is [2, 96], so it has " \
                "reset_after=True (Keras' default)" in p.message, p.message
         assert "GRU(reset_after=False) (one bias of 96)" in p.message
