@@ -306,8 +306,8 @@ class TF1Side:
         raise ValueError(
             f"{what}.var_list names variables the loss does not read: {shown}"
             f"{f' and {len(named) - 3} more' if len(named) > 3 else ''}. The train_op "
-            "updates them with the "
-            "gradients of the copies the loss reads (A3C's global network and a worker's). "
+            "updates them with the gradients of the copies the loss reads (A3C's global "
+            "network and a worker's). "
             "Leave var_list out: pgtwin then compares the variables the loss reads, steps "
             "them through the train_op's updates of their global copies, and syncs them as "
             "your code does")
@@ -324,7 +324,7 @@ class TF1Side:
     def sync_copies(self) -> None:
         """Write each of the :attr:`copies` with its trained variable's value, as the
         user's sync op does (after a checkpoint's restore: the trained weights are the
-        global network's, the local copies one sync behind)."""
+        global network's, the local copies as of their last sync)."""
         if self._sync is not None:
             self.session.run(self._sync)
 
@@ -359,8 +359,8 @@ class TF1Side:
         that writes each copy with its trained variable's value (the user's sync op)."""
         by_name = self.graph_variables()
         trained = {n: by_name[g] for n, g in self.copies.items()}
-        sync = tf.group(*[tf1.assign(self.variables[n], v.read_value() if hasattr(
-            v, "read_value") else v) for n, v in trained.items()]) if trained else None
+        sync = tf.group(*[tf1.assign(self.variables[n], v)
+                          for n, v in trained.items()]) if trained else None
         return Assigner(trained), sync
 
     def _take_users_values(self) -> None:
