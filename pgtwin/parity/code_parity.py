@@ -181,13 +181,14 @@ def _climb(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray], steps
     eager.load_state({p.tf2.name: start_state[p.tf1.name] for p in state.pairs})
     to_tf2 = mapping.tf2_name()
 
+    rounding: list[Row] = []  # TF1's float64 loss computed in float32 (tf.compat.v1.losses)
     if dtype == "float64" and tolerance == (None, None):
         tol, rounding = _float32_loss_tolerance(legacy, tol, ctx)
         report.rows.extend(rounding)
     legacy_out = legacy.run()
     eager_out, eager_grads = eager.run()
     forward = forward_rows(legacy, eager, legacy_out, eager_out, fed, tol, ctx)
-    if dtype == "float64" and tolerance == (None, None) and float32_casts(legacy.loss):
+    if rounding:  # an output through those casts holds their rounding too
         forward = [Row(r.rung, r.item, r.max_abs, r.max_rel, True, r.note, r.context)
                    if not r.ok and r.note.startswith(ROUNDED_PREFIX) else r for r in forward]
     report.rows.extend(forward)
