@@ -1390,3 +1390,19 @@ class _NoOptimizer:
     def __init__(self, model):
         agent = up.KerasAgent("float32")
         self.model, self.ce, self.reduce = model, agent.ce, agent.reduce
+
+
+def test_a_feed_naming_two_towers_placeholders_is_told_to_split_the_batch():
+    class Towers:
+        def __init__(self):
+            tf1.set_random_seed(0)
+            w = tf1.get_variable("pi/w", [4, 3])
+            self.obs_phs = [tf1.placeholder(tf.float32, [None, 4], name=f"tower_{i}/obs")
+                            for i in range(2)]
+            self.loss = tf.add_n([tf.reduce_sum(o @ w) for o in self.obs_phs])
+    with pytest.raises(TypeError, match=r"TF1Program.feeds\['obs'\] is a list, not a tensor "
+                                        r".* A feed names one placeholder: where towers each "
+                                        r"take a part of the batch .* \(obs_0, obs_1\)"):
+        compare_programs(TF1Program(build=Towers, loss="loss",
+                                    feeds={"obs": ["tower_0/obs:0", "tower_1/obs:0"]}),
+                         up.tf2_program(), {"obs": BATCH["obs"]}, steps=0)

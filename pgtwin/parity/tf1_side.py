@@ -159,6 +159,13 @@ def cast_feed(key: str, value: Any, placeholder: tf.Tensor) -> np.ndarray:
     return array.astype(np_target)
 
 
+TOWERS = (". A feed names one placeholder: where towers each take a part of the batch "
+          "(tower_0/obs, tower_1/obs), save the parts as inputs of their own (obs_0, obs_1), "
+          "feed each tower's placeholder from its part, and join them on the TF2 side "
+          "(tf.concat([b['obs_0'], b['obs_1']], 0)), which gets every input")
+"""Added where a feed names a list of placeholders (a model built once per tower)."""
+
+
 def _tensor(value: Any, what: str, obj: Any = None) -> tf.Tensor:
     """``value`` as a tensor of the TF1 graph (a variable's value), else a ``TypeError``
     that says what it is and names the tensors ``obj`` (the built object) holds."""
@@ -170,10 +177,13 @@ def _tensor(value: Any, what: str, obj: Any = None) -> tf.Tensor:
         name = getattr(value, "__qualname__", "")
         held = sorted(a for a, v in getattr(obj, "__dict__", {}).items()
                       if isinstance(v, (tf.Tensor, tf.Variable)))
+        towers = isinstance(value, (list, tuple)) and ".feeds[" in what and value and all(
+            isinstance(v, (tf.Tensor, str)) for v in value)
         raise TypeError(f"{what} is {kind}{f' ({name})' if name else ''}, not a tensor of "
                         "the TF1 graph: name a tensor (an attribute holding one, or a graph "
                         "name such as 'name:0')"
-                        + (f"; the built object's tensors: {held[:30]}" if held else ""))
+                        + (f"; the built object's tensors: {held[:30]}" if held else "")
+                        + (TOWERS if towers else ""))
     return value
 
 
