@@ -127,3 +127,20 @@ def test_compare_names_a_port_that_divides_by_the_std_as_a_variance(variance):
         return
     assert report.first_failure.item == "logp"
     assert "'std' read as the variance" in rows["logp"].note, rows["logp"].note
+
+
+def test_a_constant_left_out_per_dimension_each_row_covers_is_named():
+    # a parametrized action's log-density over 1 or 2 parameters a row: without its
+    # -0.5 log(2 pi) per parameter, the rows part by 1 or 2 x 0.919, no common offset
+    from pgtwin.parity.parity_rows import output_rows
+    rng = np.random.default_rng(20)
+    logp = rng.normal(size=12)
+    dims = np.array([1, 2] * 6)
+    [row] = output_rows({"logp": logp}, {"logp": logp + dims * 0.5 * LOG_2PI}, 1e-5, 1e-6,
+                        "", sides=("TF1Program", "TF2Program"))
+    assert row.note.startswith("TF2Program's 'logp' is TF1Program's + k x 0.5 log(2 pi) on "
+                               "every element (k from 1 to 2): the Gaussian log-density's "
+                               "constant"), row.note
+    [other] = output_rows({"logp": logp}, {"logp": logp + dims * 0.7}, 1e-5, 1e-6, "",
+                          sides=("TF1Program", "TF2Program"))
+    assert "log(2 pi)" not in other.note

@@ -114,3 +114,34 @@ def test_no_factor_is_read_from_values_a_few_huge_entries_carry(b):
     assert common_factor(a, np.array([-1e9 * 3.4e29, 0.5, 0.7, 0.9]), 1e-4) is None
     assert common_factor(a, np.asarray(b, np.float64), 1e-4) is None
     assert common_factor(a, 2.0 * a, 1e-4) == pytest.approx(2.0)
+
+
+class ParameterMask:
+    """TF1: a 0/1 input [N, 4] that masks 4 parameter outputs (a parametrized action's:
+    which parameters the chosen type has), multiplied in, no fill: the loss stays small."""
+
+    def __init__(self):
+        tf1.set_random_seed(0)
+        self.obs = tf1.placeholder(tf.float32, [None, 3], name="obs")
+        self.legal = tf1.placeholder(tf.float32, [None, 4], name="legal")
+        self.act = tf1.placeholder(tf.int32, [None], name="act")
+        params = tf.matmul(self.obs, tf1.get_variable("pi/kernel", [3, 4]))
+        self.loss = tf.reduce_mean(tf.square(params) * self.legal) \
+            + 0.0 * tf.reduce_sum(tf.cast(self.act, tf.float32))
+
+
+def test_a_zero_in_a_mask_no_fill_reaches_is_no_forbidden_action():
+    # the type-2 rows' column 2 is 0 in a parameter mask: no action is forbidden, and the
+    # loss is small; the warning (and its loss cause) said their log-probabilities were
+    # the mask's fill
+    kernel = keras.layers.Dense(4, use_bias=False, name="pi")
+
+    def loss(agent, b):
+        params = agent(tf.cast(b["obs"], tf.float32))
+        return {"loss": tf.reduce_mean(tf.square(params) * tf.cast(b["legal"], tf.float32))}
+    batch = _batch(forbidden_taken=True)
+    report = compare_programs(TF1Program(build=ParameterMask, loss="loss",
+                                         feeds={k: k for k in batch}),
+                              TF2Program(build=lambda: kernel, loss=loss), batch, steps=0)
+    assert report.ok and not [r for r in report.rows if r.item == "masked actions"], \
+        report.to_table()

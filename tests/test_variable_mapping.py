@@ -449,3 +449,17 @@ def test_a_dense_kernel_after_a_flatten_of_another_spatial_size_names_the_conv_s
     mlp = infer_mapping([VariableInfo("fc1/kernel", (64, 8))],
                         [VariableInfo("fc1/kernel", (16, 8))]).problems
     assert all("conv layer" not in p.message for p in mlp)
+
+
+def test_a_free_log_std_against_a_dense_log_std_head_is_named():
+    # TF1's state-independent log_std (4,) pairs with the port's head bias by shape; the
+    # head's kernel is left, and its row now says why (it said only "no TF1 variable")
+    tf1 = [VariableInfo("model/fc/w", (3, 64)), VariableInfo("model/fc/b", (64,)),
+           VariableInfo("model/logstd", (4,))]
+    tf2 = [VariableInfo("m/fc/kernel", (3, 64)), VariableInfo("m/fc/bias", (64,)),
+           VariableInfo("m/pi_logstd/kernel", (64, 4)), VariableInfo("m/pi_logstd/bias", (4,))]
+    mapping = infer_mapping(tf1, tf2)
+    [problem] = mapping.problems
+    assert problem.variable.name == "m/pi_logstd/kernel"
+    assert "Its layer's bias m/pi_logstd/bias was paired with TF1's model/logstd (4,)" in \
+        problem.message and "self.add_weight(shape=(4,))" in problem.message, problem.message

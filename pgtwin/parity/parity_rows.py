@@ -70,6 +70,12 @@ def _output_hint(key: str, a: np.ndarray, b: np.ndarray, sides: tuple[str, str])
         return (f"{sides[1]}'s {key!r} is {sides[0]}'s {'+' if offset > 0 else '-'} "
                 f"{abs(offset):.4g}, all of it: a constant term on one side only"
                 f"{_gaussian_constant(offset)}")
+    counted = _gaussian_counts(a, b)
+    if counted:
+        return (f"{sides[1]}'s {key!r} is {sides[0]}'s {counted}: the Gaussian "
+                "log-density's constant, per dimension each row's density covers (a "
+                "parametrized action's parameters, a mask over dimensions), left out on one "
+                "side or counted on the other")
     standardised = _standardised_note(key, a, b, sides)
     if standardised:
         return standardised
@@ -213,6 +219,24 @@ def _gaussian_constant(offset: float) -> str:
         if k:
             return f" ({abs(offset):.4g} is {k} x {what} per action dimension)"
     return ""
+
+
+def _gaussian_counts(a: np.ndarray, b: np.ndarray) -> str:
+    """``'- k x 0.5 log(2 pi) on every element (k from 1 to 2)'`` where ``b - a`` is, at
+    every element, a whole multiple k >= 1 of :data:`HALF_LOG_2PI` of one sign and k is
+    not the same everywhere (that is :func:`_common_offset`'s), else ''."""
+    if np.size(a) < 2 or np.shape(a) != np.shape(b):
+        return ""
+    d = (np.asarray(b, np.float64) - np.asarray(a, np.float64)).ravel()
+    if not np.all(np.isfinite(d)) or not (np.all(d > 0) or np.all(d < 0)):
+        return ""
+    k = np.abs(d) / HALF_LOG_2PI
+    whole = np.round(k)
+    if np.any(whole < 1) or np.any(whole > MAX_COUNT) or np.any(np.abs(k - whole) > 1e-4 * whole) \
+            or whole.min() == whole.max():
+        return ""
+    return (f"{'+' if d[0] > 0 else '-'} k x 0.5 log(2 pi) on every element (k from "
+            f"{int(whole.min())} to {int(whole.max())})")
 
 
 def _common_offset(a: np.ndarray, b: np.ndarray) -> float | None:

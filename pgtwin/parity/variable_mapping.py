@@ -433,9 +433,29 @@ def _unpaired(state: _Pairing, skip: set[str]) -> list[MappingProblem]:
                if not same else f"ambiguous or of another kind: TF1 {_describe(same)}")
         cell = _gru_cell_hint(c, unpaired1, rest2, tf1_side=False)
         problems.append(MappingProblem("TF2", c, msg + (cell or _bias_hint(c, unpaired1,
-                                                                           state.tf1))
+                                                                           state.tf1)
+                                                        or _free_variable_hint(c, state))
                                        + _axes_hint(c, unpaired1, "TF1")))
     return problems
+
+
+def _free_variable_hint(kernel: VariableInfo, state: _Pairing) -> str:
+    """For a TF2 kernel ``[n, k]`` left unpaired whose layer's bias ``[k]`` was paired with
+    a TF1 variable that is no layer's bias (TF1's free ``log_std``): TF1 keeps a variable
+    where the port computes a layer (a state-dependent log-std from a Dense head); ''
+    otherwise."""
+    if len(kernel.shape) != 2 or not kernel.name.endswith("kernel"):
+        return ""
+    bias = kernel.name[:-len("kernel")] + "bias"
+    partner = next((p.tf1 for p in state.paired.values() if p.tf2.name == bias), None)
+    if partner is None or partner.shape != kernel.shape[1:] or name_kind(partner.name) == "bias":
+        return ""
+    return (f". Its layer's bias {bias} was paired with TF1's {partner.name} "
+            f"{tuple(partner.shape)}, which is a variable of its own in TF1, no layer's bias: "
+            f"TF1 keeps {partner.name} free (a state-independent log_std), where the port "
+            "computes it with a layer from the state. Make it a free variable on the TF2 "
+            f"side (self.add_weight(shape={tuple(partner.shape)}), tf.Variable), not a "
+            "Dense output")
 
 
 ONE_WITH_ONE = "pgtwin pairs one variable with one"
