@@ -256,7 +256,9 @@ def restore_hint(dst: str, optimizer: bool) -> str:
     return (f"restore it with status = tf.train.Checkpoint(model=model, optimizer=optimizer)"
             f".restore({dst!r}), then optimizer.build(model.trainable_variables) before "
             "status.assert_consumed() (Keras makes the optimizer's slots on build or its "
-            "first step, and the restore fills them in as they are made)")
+            "first step, and the restore fills them in as they are made; the model's own "
+            "variables must exist by then: call it once on a batch first where its layers "
+            "make them on their first call)")
 
 
 def _checkpoint_dtype(values) -> str:
