@@ -270,7 +270,7 @@ def test_a_fed_rate_against_a_keras_schedule_is_told_as_fed_not_as_schedules():
         keras_rate)), {**BATCH, "lr": np.float64(up.LR)})
     first = report.first_failure
     assert first.rung == "weights" and "step 2/3" in first.context, report.to_table()
-    assert first.note.startswith("from this step TF1's fed learning rate moved "
+    assert first.note.startswith("from this step the scalars TF1's train_op reads moved "
                                  "(inputs['lr'] 0.01 -> 0.005) on both sides"), first.note
     assert "the TF2 train step does not take inputs['lr']" in first.note
     assert "exponential_decay" not in first.note
@@ -297,7 +297,7 @@ def test_a_port_that_ignores_the_fed_rate_for_an_equal_fixed_one_parts_at_step_2
     taking = compare_programs(program, dataclasses.replace(taking_program,
                                                            train_step=takes_rate), batch)
     assert taking.ok, taking.to_table()
-    assert any(r.item == "fed learning rate" for r in taking.rows)
+    assert any(r.item == "fed scalars" for r in taking.rows)
 
 
 @pytest.mark.parametrize("decay", [0.5, 1.0])

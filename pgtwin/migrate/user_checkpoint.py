@@ -65,7 +65,7 @@ from pgtwin.parity.ladder import ParityReport, Row, compare_arrays
 from pgtwin.parity.model_state import VARIABLE_OPS, split_name_map
 from pgtwin.parity.optimizer_config import (keras_optimizer, optimizer_rows, tf1_clipping,
                                             tf1_rate_reads)
-from pgtwin.parity.fed_rates import fed_rate_keys
+from pgtwin.parity.fed_scalars import fed_rate_keys
 from pgtwin.parity.forward_rows import forward_rows
 from pgtwin.parity.parity_rows import tf_keras_rows, tolerances
 from pgtwin.parity.programs import TF1Program, TF2Program

@@ -15,7 +15,7 @@ import numpy as np
 
 from pgtwin_core.errors import raised_at
 
-from pgtwin.parity.fed_rates import fed_rate_keys, vary_fed_rates
+from pgtwin.parity.fed_scalars import fed_rate_keys, stepped_scalar_keys, vary_scalars
 from pgtwin.parity.ladder import FOLLOWS_PREFIX, Row, common_factor, compare_arrays
 from pgtwin.parity.model_state import COPY_MOVED, STATE_CAUSE, STATE_MOVED
 from pgtwin.parity.optimizer_config import (drift_hint, keras_optimizer, tf1_clipping,
@@ -76,13 +76,16 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     judged: list[Judged] = []
     random = ""  # why the steps would part by design (dropout in the train step)
     took_same = False  # both train steps took the same gradient at step 1 (Adam's m)
-    fed_rates, varied = fed_rate_keys(legacy) if legacy_step else [], ""
+    scalars = stepped_scalar_keys(legacy) if legacy_step and steps > 1 else []
+    varied = ""
     for step in range(1, steps + 1):
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
-        if step == 2 and fed_rates:  # the rate TF1's loop feeds: does the TF2 step take it?
-            said, varied = vary_fed_rates(legacy, eager, fed_rates, where)
+        if step == 2 and scalars:  # the scalars TF1's loop feeds: does the TF2 step take them?
+            said, varied = vary_scalars(legacy, eager, scalars, where)
             rows = rows + said
-        elif step > 1:  # a schedule moves the rates between steps
+        if step > 1 and not (step == 2 and set(scalars) & set(fed_rate_keys(legacy))):
+            # a schedule moves the rates between steps (a fed rate just moved is left to
+            # the weights rows)
             rate_rows = rates_now(legacy, judged, where)
             if rate_rows:
                 return rows + rate_rows
