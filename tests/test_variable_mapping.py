@@ -463,3 +463,16 @@ def test_a_free_log_std_against_a_dense_log_std_head_is_named():
     assert problem.variable.name == "m/pi_logstd/kernel"
     assert "Its layer's bias m/pi_logstd/bias was paired with TF1's model/logstd (4,)" in \
         problem.message and "self.add_weight(shape=(4,))" in problem.message, problem.message
+
+
+def test_a_gap_between_draws_of_one_kind_says_it_may_be_chance():
+    # TF1's glorot_uniform_initializer (read as RandomUniform) against Keras' GlorotUniform:
+    # one kind; draws whose spread differs get the tests' p and the chance, not the advice
+    # to change the initializer (a helper's run warned at p = 3.6e-4 on a fluke)
+    rng = np.random.default_rng(5)
+    row = initial_value_row("k", rng.uniform(-0.3, 0.3, size=(5, 16, 16)),
+                            rng.uniform(-0.2, 0.2, size=(16, 16)), False, "",
+                            "RandomUniform", "GlorotUniform({'seed': None})")
+    assert row.note.startswith("WARNING initial values come from another distribution")
+    assert "both draw from a uniform, so this may be chance" in row.note
+    assert "give the TF2 layer the TF1 initializer" not in row.note

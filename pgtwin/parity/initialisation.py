@@ -124,12 +124,21 @@ def initial_value_row(item: str, tf1_draws: np.ndarray, tf2_value: np.ndarray, f
             f"{KERAS_FOR_FAMILY[families[0]]} with TF1's settings (kernel_initializer=..., "
             "bias_initializer=...)"), fail, context)
     same = min(p, p_scale) >= alpha / 2
+    # one kind on both sides (Glorot's uniform against TF1's glorot_uniform_initializer,
+    # read as RandomUniform): a p under alpha / 2 may be chance, about once in 1 / p tests
+    chance = (f"; both draw from a {families[0]}, so this may be chance (a p of "
+              f"{min(p, p_scale):.1e} comes about once in {1 / max(min(p, p_scale), 1e-300):.0f} "
+              "such tests): compare again with another seed, and check the initializers' "
+              "scale (Glorot's limit sqrt(6 / (fan_in + fan_out)), a stddev)"
+              ) if None not in families else ""
     note = (f"no difference found: KS D={d:.3f} (the max_abs column), p={p:.2g}; std ratio "
             f"{b.std() / a.std():.3g}, p={p_scale:.2g}") if same else (
         f"initial values come from another distribution (KS D={d:.3f}, p={p:.1e}; "
         f"std ratio {b.std() / a.std():.3g}, p={p_scale:.1e}): "
-        f"TF1 {_stats(a)}, TF2 {_stats(b)}{makers}; give the TF2 layer the TF1 initializer "
-        "(kernel_initializer=..., bias_initializer=...)")
+        f"TF1 {_stats(a)}, TF2 {_stats(b)}{makers}" + (chance or
+                                                       "; give the TF2 layer the TF1 "
+                                                       "initializer (kernel_initializer=..., "
+                                                       "bias_initializer=...)"))
     return _marked("initialisation", item, d, same, note, fail, context)
 
 
