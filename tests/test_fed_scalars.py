@@ -118,3 +118,4 @@ def test_a_coefficient_the_train_step_keeps_as_a_constant_parts_at_step_2(step_r
         "from this step the scalars TF1's train_op reads moved (inputs['ent_coef'] 0.3 -> "
         "0.15) on both sides"), report.to_table()
     assert "the TF2 train step does not take inputs['ent_coef']" in bad.note
+

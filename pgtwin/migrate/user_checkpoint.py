@@ -216,8 +216,9 @@ def convert_user_checkpoint(
         optimizer, unknown = _written_optimizer(eager, tf2_program)
         slot_state = None if optimizer_state == "reset" else _tf1_slot_state(
             values, mapping, optimizer)
+        kept = {n: v for n, v in values.items() if not _dropped(n, drop)}  # --drop beta1_power
         adam = None if slot_state is not None else _tf1_adam(
-            values, mapping, legacy, optimizer, optimizer_state, prefix, notes, unknown)
+            kept, mapping, legacy, optimizer, optimizer_state, prefix, notes, unknown)
         if unknown and optimizer_state == "reset":
             notes.append(unknown)
         steps = 0
