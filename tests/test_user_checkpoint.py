@@ -859,3 +859,52 @@ def test_the_other_optimizers_powers_dropped_the_critics_adam_state_converts(tmp
     kept = convert_user_checkpoint(src, str(tmp_path / "b"), None, program, batch,
                                    drop=["actor/", "beta1_power", "beta2_power"])
     assert (kept.optimizer_state, kept.iterations) == ("adam", 3), kept.notes
+
+
+class ActorReadsCritic:
+    """The actor's loss weighted by the critic's value through tf.stop_gradient."""
+
+    def __init__(self):
+        tf1.set_random_seed(0)
+        self.obs = tf1.placeholder(tf.float32, [None, 3], name="obs")
+        actor = tf1.get_variable("actor/w", [3, 2])
+        critic = tf1.get_variable("critic/w", [3, 1])
+        value = tf.stop_gradient(tf.reduce_mean(self.obs @ critic))
+        self.loss = tf.reduce_mean(tf.square(self.obs @ actor)) * value
+        self.train_op = tf1.train.AdamOptimizer(1e-2).minimize(self.loss, var_list=[actor])
+
+
+def test_a_variable_the_loss_reads_outside_the_model_is_named_so(tmp_path):
+    # converting only the actor: the critic the actor's loss reads is paired, then missing
+    # from the checkpoint written from TF2Program.model; the row said it was kept in an
+    # untracked list attribute
+    from pgtwin.migrate.agent_checkpoint import ConversionVerificationError
+    rng = np.random.default_rng(23)
+    batch = {"obs": rng.normal(size=(8, 3))}
+    with tf.Graph().as_default():
+        agent = ActorReadsCritic()
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            sess.run(agent.train_op, {agent.obs: batch["obs"]})
+            src = tf1.train.Saver().save(sess, str(tmp_path / "tf1" / "model"))
+
+    class Port(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.actor = keras.Sequential([keras.Input((3,)), keras.layers.Dense(
+                2, use_bias=False, name="actor")])
+            self.critic = keras.Sequential([keras.Input((3,)), keras.layers.Dense(
+                1, use_bias=False, name="critic")])
+
+    def loss(agent, b):
+        obs = tf.cast(b["obs"], tf.float32)
+        value = tf.stop_gradient(tf.reduce_mean(agent.critic(obs)))
+        return {"loss": tf.reduce_mean(tf.square(agent.actor(obs))) * value}
+    with pytest.raises(ConversionVerificationError) as err:
+        convert_user_checkpoint(
+            src, str(tmp_path / "tf2" / "ckpt"),
+            TF1Program(build=ActorReadsCritic, loss="loss", train_op="train_op",
+                       feeds={"obs": "obs"}),
+            TF2Program(build=Port, loss=loss, model="actor"), batch, optimizer_state="reset")
+    assert "the TF2 loss reads this variable and TF2Program.model does not hold it" in \
+        str(err.value)

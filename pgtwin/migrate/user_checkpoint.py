@@ -803,7 +803,10 @@ def _verify(path: str, program: TF2Program, fed: Mapping[str, Any], written: TF2
                              oracle[p.tf1.name], restored[rename[p.tf2.name]], 0.0, 0.0, dtype)
         if not row.ok and np.array_equal(built[rename[p.tf2.name]],
                                          restored[rename[p.tf2.name]]):
-            row = Row(row.rung, row.item, row.max_abs, row.max_rel, False, UNTRACKED, dtype)
+            v = fresh.variables.get(rename[p.tf2.name])
+            held = v is None or any(not _is_not(a, v) for a in _all_variables(fresh.model))
+            row = Row(row.rung, row.item, row.max_abs, row.max_rel, False,
+                      UNTRACKED if held else NOT_THE_MODELS, dtype)
         report.add(row)
     compared = [*written.variables.values(),
                 *(underlying(written.state[p.tf2.name]) for p in state.pairs)]
@@ -900,6 +903,14 @@ UNTRACKED = ("the restore left this variable as the fresh model built it: the wr
              "it (a Keras 3 weight kept in a plain list or dict attribute of the model is "
              "not tracked): keep it as an attribute of its own, or make it a layer's weight")
 """The note of a converted variable that the checkpoint written did not hold."""
+
+NOT_THE_MODELS = (
+    "the TF2 loss reads this variable and TF2Program.model does not hold it (another "
+    "object's: a critic the actor's loss reads through tf.stop_gradient), so the checkpoint "
+    "written from the model cannot: name as model the object that holds every variable the "
+    "loss reads (the agent), or give a loss that reads only the model's")
+"""The note of a converted variable outside ``TF2Program.model`` (a helper converting only
+the actor was told the weight was kept in an untracked list)."""
 
 
 def _is_not(a: Any, v: tf.Variable) -> bool:
