@@ -72,12 +72,7 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
                             "tensors in between in TF1Program.outputs (returns, advantages, "
                             "log-probabilities) and return them from the TF2 loss under the "
                             "same keys to see which parts")
-    found = forbidden_actions(fed)
-    tf1_loss = np.asarray(legacy_out["loss"], np.float64)
-    if found is not None and np.size(tf1_loss) == 1 and np.isfinite(tf1_loss) \
-            and abs(float(tf1_loss)) < FILL_SCALE:
-        found = None  # no fill reaches TF1's loss: a 0/1 input of another kind (a
-        # parametrized action's parameter mask), not a mask over the actions taken
+    found = forbidden_actions(fed, legacy_out["loss"])
     if found is not None and not loss.ok and np.size(legacy_out["loss"]) == 1:
         loss = _noted(loss, forbidden_loss_note(found, float(legacy_out["loss"]),
                                                 float(eager_out["loss"])))
@@ -93,11 +88,6 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
         rows.append(Row("loss", "nonzero weights", 0.0, 0.0, True, untested, ctx))
     rows = with_randomness(rows, legacy, eager, legacy_out, eager_out)
     return rows + ignored_scalar_rows(legacy, eager, fed, ctx)
-
-
-FILL_SCALE = 1e5
-"""The least |TF1 loss| at which actions a mask forbids are taken to reach it through the
-mask's fill (-1e9 over a batch's rows is far above it; a loss of 1 is far below)."""
 
 
 def _silent(row: Row) -> bool:

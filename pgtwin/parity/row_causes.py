@@ -216,10 +216,21 @@ def mask_fill_rows(rows: list[Row], legacy_out: Mapping[str, np.ndarray],
             for r in out]
 
 
-def forbidden_actions(fed: Mapping[str, np.ndarray]) -> tuple[str, str, np.ndarray] | None:
+FILL_SCALE = 1e5
+"""The least |TF1 loss| at which actions a mask forbids are taken to reach it through the
+mask's fill (-1e9 over a batch's rows is far above it; a loss of 1 is far below)."""
+
+
+def forbidden_actions(fed: Mapping[str, np.ndarray], tf1_loss: np.ndarray
+                      ) -> tuple[str, str, np.ndarray] | None:
     """``(actions key, mask key, rows)`` where an integer input of actions ``[N]`` takes, in
-    some rows, an action that a 0/1 input ``[N, K]`` (legal actions) marks 0: a batch
-    recorded with a bug; None otherwise."""
+    some rows, an action that a 0/1 input ``[N, K]`` (legal actions) marks 0, and TF1's
+    loss is of the fill's scale or not finite: a batch recorded with a bug; None otherwise
+    (a finite, small loss: no fill reaches it, so the 0/1 input is of another kind, a
+    parametrized action's parameter mask)."""
+    loss = np.asarray(tf1_loss, np.float64)
+    if np.size(loss) == 1 and np.isfinite(loss) and abs(float(loss)) < FILL_SCALE:
+        return None
     for a_key, actions in fed.items():
         actions = np.asarray(actions)
         if actions.ndim != 1 or actions.dtype.kind not in "iu":
