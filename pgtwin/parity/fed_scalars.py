@@ -28,7 +28,7 @@ def fed_rate_keys(legacy: TF1Side) -> list[str]:
     if legacy.train_op is None:
         return []
     read = tf1_rate_reads(legacy.train_op, ("Placeholder",))
-    return [k for k in _scalar_keys(legacy) if legacy.placeholders[k].op.name in read]
+    return [k for k in scalar_keys(legacy) if legacy.placeholders[k].op.name in read]
 
 
 def stepped_scalar_keys(legacy: TF1Side) -> list[str]:
@@ -39,7 +39,7 @@ def stepped_scalar_keys(legacy: TF1Side) -> list[str]:
         return []
     ran = set(upstream_ops(legacy.train_op))
     keys = []
-    for key in _scalar_keys(legacy):
+    for key in scalar_keys(legacy):
         if legacy.placeholders[key].op not in ran:
             continue
         moved = {key: np.asarray(legacy.feed[legacy.placeholders[key]]) * FACTOR}
@@ -49,7 +49,7 @@ def stepped_scalar_keys(legacy: TF1Side) -> list[str]:
     return keys
 
 
-def _scalar_keys(legacy: TF1Side) -> list[str]:
+def scalar_keys(legacy: TF1Side) -> list[str]:
     """The batch keys fed to 0-d float placeholders, holding a finite nonzero value."""
     out = []
     for key, ph in legacy.placeholders.items():

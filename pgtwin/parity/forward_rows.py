@@ -87,7 +87,7 @@ def forward_rows(legacy: TF1Side, eager: TF2Side, legacy_out: Mapping[str, np.nd
     if untested:
         rows.append(Row("loss", "nonzero weights", 0.0, 0.0, True, untested, ctx))
     rows = with_randomness(rows, legacy, eager, legacy_out, eager_out)
-    return rows + ignored_scalar_rows(legacy, eager, fed, ctx)
+    return rows + ignored_scalar_rows(legacy, eager, ctx)
 
 
 def _silent(row: Row) -> bool:

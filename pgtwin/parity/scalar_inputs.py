@@ -11,32 +11,26 @@ rightly ignores it.)
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
+from pgtwin.parity.fed_scalars import FACTOR, scalar_keys
 from pgtwin.parity.ladder import Row
 from pgtwin.parity.tf1_side import TF1Side
 from pgtwin.parity.tf2_side import TF2Side
 
-FACTOR = 0.5
-"""What a scalar input is multiplied by for the extra forward pass."""
-
-
-def ignored_scalar_rows(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.ndarray],
-                        ctx: str) -> list[Row]:
+def ignored_scalar_rows(legacy: TF1Side, eager: TF2Side, ctx: str) -> list[Row]:
     """A failing ``loss`` row for each 0-d float input that moves TF1's loss and leaves the
-    TF2 loss as it was; none otherwise."""
-    rows = []
+    TF2 loss as it was; none otherwise (nothing is run where no input is 0-d)."""
+    keys = [k for k in scalar_keys(legacy) if k in eager.inputs]
+    if not keys:
+        return []
     tf1_loss = float(np.asarray(legacy.run()["loss"]))
     if float(np.asarray(legacy.run()["loss"])) != tf1_loss:
         return []  # a random forward pass moves anyway
     tf2_loss = np.asarray(eager.run()[0]["loss"])
-    for key, ph in legacy.placeholders.items():
-        value = np.asarray(legacy.feed[ph])
-        if value.ndim or value.dtype.kind != "f" or key not in eager.inputs \
-                or not np.isfinite(value) or value == 0:
-            continue
+    rows = []
+    for key in keys:
+        value = float(np.asarray(legacy.feed[legacy.placeholders[key]]))
         moved = value * FACTOR
         tf1_moved = float(np.asarray(legacy.run(replaced={key: moved})["loss"]))
         if float(np.asarray(legacy.run(replaced={key: moved})["loss"])) != tf1_moved:
@@ -50,9 +44,9 @@ def ignored_scalar_rows(legacy: TF1Side, eager: TF2Side, fed: Mapping[str, np.nd
         if tf1_moved != tf1_loss and np.array_equal(tf2_moved, tf2_loss):
             rows.append(Row(
                 "loss", f"input {key!r}", abs(tf1_moved - tf1_loss), 1.0, False,
-                f"TF1's loss moves with inputs[{key!r}] ({float(value):g} -> {float(moved):g}: "
+                f"TF1's loss moves with inputs[{key!r}] ({value:g} -> {moved:g}: "
                 f"{tf1_loss:.6g} -> {tf1_moved:.6g}) and the TF2 loss does not: it does not "
                 f"read inputs[{key!r}] (a constant written in its place, equal to this batch's "
-                f"{float(value):g}?). Take it from the batch, as TF1 takes its placeholder, "
-                "or the port parts once your loop changes it", ctx))
+                f"{value:g}?). Take it from the batch, as TF1 takes its placeholder, or the "
+                "port parts once your loop changes it", ctx))
     return rows
