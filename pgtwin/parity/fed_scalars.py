@@ -38,15 +38,16 @@ def stepped_scalar_keys(legacy: TF1Side) -> list[str]:
     if legacy.train_op is None:
         return []
     ran = set(upstream_ops(legacy.train_op))
-    keys = []
-    for key in scalar_keys(legacy):
-        if legacy.placeholders[key].op not in ran:
-            continue
-        moved = {key: np.asarray(legacy.feed[legacy.placeholders[key]]) * FACTOR}
-        if np.array_equal(legacy.run(replaced=moved)["loss"],
-                          legacy.run(replaced=moved)["loss"]):
-            keys.append(key)
-    return keys
+    return [k for k in scalar_keys(legacy)
+            if legacy.placeholders[k].op in ran and moved_loss(legacy, k) is not None]
+
+
+def moved_loss(legacy: TF1Side, key: str) -> float | None:
+    """TF1's loss with input ``key`` multiplied by :data:`FACTOR`, or None where two runs
+    of it differ (the input turns randomness on there: a keep_prob below 1)."""
+    moved = {key: np.asarray(legacy.feed[legacy.placeholders[key]]) * FACTOR}
+    first = float(np.asarray(legacy.run(replaced=moved)["loss"]))
+    return first if float(np.asarray(legacy.run(replaced=moved)["loss"])) == first else None
 
 
 def scalar_keys(legacy: TF1Side) -> list[str]:

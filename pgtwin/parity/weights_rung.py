@@ -77,13 +77,14 @@ def weights_rung(legacy: TF1Side, eager: TF2Side, mapping: VariableMapping,
     random = ""  # why the steps would part by design (dropout in the train step)
     took_same = False  # both train steps took the same gradient at step 1 (Adam's m)
     scalars = stepped_scalar_keys(legacy) if legacy_step and steps > 1 else []
+    rate_moves = bool(set(scalars) & set(fed_rate_keys(legacy)))  # at step 2
     varied = ""
     for step in range(1, steps + 1):
         where = ", ".join(x for x in (ctx, f"step {step}/{steps}") if x)
         if step == 2 and scalars:  # the scalars TF1's loop feeds: does the TF2 step take them?
             said, varied = vary_scalars(legacy, eager, scalars, where)
             rows = rows + said
-        if step > 1 and not (step == 2 and set(scalars) & set(fed_rate_keys(legacy))):
+        if step > 1 and not (step == 2 and rate_moves):
             # a schedule moves the rates between steps (a fed rate just moved is left to
             # the weights rows)
             rate_rows = rates_now(legacy, judged, where)
